@@ -1,0 +1,62 @@
+# jobyard — every entry point a developer or CI needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.8
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: help install test check lint typecheck imports demo up bench explain db-reset db-dump clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.installed: $(UV) pyproject.toml uv.lock
+	$(UV) sync --frozen --python $(PYTHON)
+	@touch $@
+
+install: $(VENV)/.installed ## create .venv from uv.lock (idempotent)
+
+test: install ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+lint: install ## ruff check + format check
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install ## mypy --strict
+	$(BIN)/mypy --strict
+
+imports: install ## enforce the one-way import direction
+	$(BIN)/lint-imports
+
+check: lint typecheck imports test ## every gate CI runs
+
+demo: install ## set everything up and run the whole system on embedded PostgreSQL
+	$(BIN)/jobyard demo
+
+up: install ## run api + worker + scheduler against the configured database
+	$(BIN)/jobyard up
+
+bench: install ## run the shipped benchmarks and rewrite docs/BENCHMARKS.md
+	$(BIN)/jobyard bench
+
+explain: install ## regenerate docs/EXPLAIN.md from the EXPLAIN harness
+	$(BIN)/jobyard db explain
+
+db-reset: install ## drop and re-create the schema on the configured database
+	$(BIN)/jobyard db reset --yes
+
+db-dump: install ## rewrite src/jobyard/db/schema.sql from the migrated schema
+	$(BIN)/jobyard db dump
+
+clean: ## remove the virtualenvs and the embedded database
+	$(BIN)/jobyard db stop 2>/dev/null || true
+	rm -rf $(VENV) $(TOOLS) .jobyard

@@ -1,0 +1,1 @@
+"""The REST API (FastAPI): routes-as-data, auth, RBAC, rate limits."""

@@ -1,0 +1,195 @@
+"""Command-line entry points. Parses flags, builds Settings, calls into the packages."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from jobyard.db import embedded, migrate
+from jobyard.db.pool import connect_sync, resolve_database_url
+from jobyard.db.seed import seed_demo
+from jobyard.db.urls import display_url
+from jobyard.domain.settings import Settings
+from jobyard.logs import configure_logging
+from jobyard.supervisor import ChildSpec, supervise
+
+app = typer.Typer(
+    name="jobyard",
+    help="jobyard: background jobs, retries and cron on PostgreSQL alone.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Manage the database (embedded or DATABASE_URL).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, hint: str | None = None, code: int = 2) -> typer.Exit:
+    """Print a one-line error (and how to fix it) and return the Exit to raise."""
+    err.print(f"[bold red]error:[/] {message}")
+    if hint:
+        err.print(f"[dim]hint:[/] {hint}")
+    return typer.Exit(code)
+
+
+def load_settings(**overrides: object) -> Settings:
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "settings"
+        raise fail(
+            f"invalid configuration for {field}: {first['msg']}",
+            "check the JOBYARD_* environment variables (see docs/CONFIGURATION.md)",
+        ) from None
+    configure_logging(settings.log_level, settings.log_format)
+    return settings
+
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Where the embedded PostgreSQL keeps its data.")
+]
+
+
+# ----------------------------------------------------------------------------- database
+
+
+@db_app.command("start")
+def db_start(data_dir: DataDir = None) -> None:
+    """Start the embedded PostgreSQL (created on first use) and print its URL."""
+    settings = load_settings(data_dir=data_dir)
+    if settings.database_url:
+        out.print("DATABASE_URL is set; jobyard uses that server, nothing to start.")
+        return
+    with out.status("starting embedded PostgreSQL…"):
+        url = embedded.start(settings.pgdata)
+    out.print(f"embedded PostgreSQL running: {url}")
+
+
+@db_app.command("stop")
+def db_stop(data_dir: DataDir = None) -> None:
+    """Stop the embedded PostgreSQL cleanly."""
+    settings = load_settings(data_dir=data_dir)
+    stopped = embedded.stop(settings.pgdata)
+    out.print("stopped" if stopped else "not running")
+
+
+@db_app.command("status")
+def db_status(data_dir: DataDir = None) -> None:
+    """Show whether the database is running and whether migrations are at head."""
+    settings = load_settings(data_dir=data_dir)
+    if settings.database_url:
+        url = settings.database_url
+        out.print(f"using DATABASE_URL: {display_url(url)}")
+    else:
+        status = embedded.status(settings.pgdata)
+        out.print(f"embedded data directory: {status.pgdata}")
+        if not status.running or status.url is None:
+            out.print("embedded PostgreSQL: stopped (start it with `jobyard db start`)")
+            raise typer.Exit(1)
+        out.print(f"embedded PostgreSQL: running (pid {status.pid})")
+        url = status.url
+    try:
+        current = migrate.current_revision(url)
+    except Exception as exc:
+        raise fail(f"cannot connect: {type(exc).__name__}", "is the server up?", 1) from None
+    head = migrate.head_revision()
+    state = "at head" if current == head else f"behind (run `jobyard migrate`; head is {head})"
+    out.print(f"schema revision: {current or 'none'} — {state}")
+
+
+@db_app.command("url")
+def db_url(data_dir: DataDir = None) -> None:
+    """Print the database URL (starting the embedded server if needed)."""
+    settings = load_settings(data_dir=data_dir)
+    print(resolve_database_url(settings))
+
+
+@app.command("migrate")
+def migrate_cmd(data_dir: DataDir = None) -> None:
+    """Apply all migrations (idempotent: at head it does nothing)."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    before = migrate.current_revision(url)
+    migrate.upgrade(url)
+    after = migrate.current_revision(url)
+    if before == after:
+        out.print(f"schema already at head ({after})")
+    else:
+        out.print(f"migrated {before or 'empty'} → {after}")
+
+
+@app.command("seed")
+def seed_cmd(data_dir: DataDir = None) -> None:
+    """Create the demo organization, operator login, project, queues and sample jobs."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    migrate.upgrade(url)
+    with connect_sync(url, autocommit=True) as conn:
+        result = seed_demo(conn)
+    out.print(f"seeded project {result.project_id}; {result.jobs_added} sample jobs added")
+
+
+# ----------------------------------------------------------------------------- processes
+
+# Processes `up` and `demo` run as children. Each later process package adds its entry.
+UP_CHILDREN: list[ChildSpec] = []
+
+
+@app.command("up")
+def up_cmd(data_dir: DataDir = None) -> None:
+    """Run every jobyard process (api, worker, scheduler) as children until Ctrl-C."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    migrate.upgrade(url)
+    raise typer.Exit(_run_children(url))
+
+
+def _run_children(url: str) -> int:
+    if not UP_CHILDREN:
+        out.print("database ready; no other processes to run yet. Ctrl-C to stop.")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+    return supervise(UP_CHILDREN, env={"JOBYARD_DATABASE_URL": url})
+
+
+@app.command("demo")
+def demo_cmd(data_dir: DataDir = None) -> None:
+    """Start the embedded database, migrate, seed demo data and run the whole system."""
+    settings = load_settings(data_dir=data_dir)
+    with out.status("starting database…"):
+        url = resolve_database_url(settings)
+    with out.status("migrating…"):
+        migrate.upgrade(url)
+    with out.status("seeding demo data…"), connect_sync(url, autocommit=True) as conn:
+        result = seed_demo(conn)
+    out.rule("jobyard demo")
+    out.print(f"database   {display_url(url)}")
+    out.print(f"dashboard  http://{settings.api_host}:{settings.api_port}/")
+    out.print(f"API docs   http://{settings.api_host}:{settings.api_port}/api/v1/docs")
+    out.print(f"login      {result.user_email} / {result.user_password}")
+    out.print(
+        f"seeded     project {result.project_id}, queues {', '.join(result.queues)}, "
+        f"{result.jobs_added} new sample jobs"
+    )
+    out.rule()
+    raise typer.Exit(_run_children(url))
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

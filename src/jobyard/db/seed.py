@@ -1,0 +1,98 @@
+"""Demo data: an organization, an operator login, a project, queues and some jobs. Idempotent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg.types.json import Jsonb
+
+from jobyard.db.pool import SyncConn
+from jobyard.db.queries import sql
+from jobyard.domain.passwords import hash_password
+
+DEMO_EMAIL = "operator@jobyard.test"
+DEMO_PASSWORD = "correct-horse-battery-staple"  # noqa: S105 - printed by `make demo` on purpose
+DEMO_ORG_SLUG = "demo"
+DEMO_PROJECT_SLUG = "default"
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    org_id: int
+    project_id: int
+    user_email: str
+    user_password: str
+    queues: dict[str, int]
+    jobs_added: int
+
+
+def _id(conn: SyncConn, name: str, params: dict[str, object]) -> int:
+    row = conn.execute(sql(name), params).fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+def seed_demo(conn: SyncConn, *, sample_jobs: bool = True) -> SeedResult:
+    with conn.transaction():
+        org_id = _id(conn, "seed_org", {"name": "Demo Organization", "slug": DEMO_ORG_SLUG})
+        user_id = _id(
+            conn,
+            "seed_user",
+            {
+                "email": DEMO_EMAIL,
+                "password_hash": hash_password(DEMO_PASSWORD),
+                "display_name": "Demo Operator",
+            },
+        )
+        conn.execute(sql("seed_member"), {"org_id": org_id, "user_id": user_id, "role": "owner"})
+        project_id = _id(
+            conn, "seed_project", {"org_id": org_id, "name": "Default", "slug": DEMO_PROJECT_SLUG}
+        )
+        policy_id = _id(
+            conn,
+            "seed_retry_policy",
+            {
+                "project_id": project_id,
+                "name": "standard",
+                "backoff": "exponential",
+                "base_delay_ms": 1000,
+                "max_delay_ms": 60_000,
+                "max_attempts": 3,
+            },
+        )
+        queues = {
+            name: _id(
+                conn,
+                "seed_queue",
+                {
+                    "project_id": project_id,
+                    "name": name,
+                    "priority": prio,
+                    "max_concurrency": mc,
+                    "retry_policy_id": policy_id,
+                },
+            )
+            for name, prio, mc in (("default", 0, None), ("critical", 10, None), ("reports", -5, 2))
+        }
+        added = 0
+        row = conn.execute(sql("seed_count_jobs"), {"project_id": project_id}).fetchone()
+        if sample_jobs and row is not None and row["n"] == 0:
+            for queue, handler, payload, n in (
+                ("default", "noop", {}, 20),
+                ("critical", "sleep", {"seconds": 0.5}, 5),
+                ("reports", "sleep", {"seconds": 2}, 4),
+                ("default", "fail", {"message": "demo failure"}, 3),
+            ):
+                cur = conn.execute(
+                    sql("seed_jobs"),
+                    {
+                        "project_id": project_id,
+                        "queue_id": queues[queue],
+                        "handler": handler,
+                        "payload": Jsonb(payload),
+                        "max_attempts": 3,
+                        "n": n,
+                    },
+                )
+                added += cur.rowcount
+    return SeedResult(org_id, project_id, DEMO_EMAIL, DEMO_PASSWORD, queues, added)

@@ -1,0 +1,1 @@
+"""Types, enums, schemas and constants. No I/O; imports nothing else from jobyard."""

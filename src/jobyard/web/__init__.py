@@ -1,0 +1,1 @@
+"""The operator dashboard: Jinja pages served by the API process."""

@@ -1,0 +1,1 @@
+"""The worker process: wait, claim, run handlers, record, heartbeat, drain."""

@@ -1,0 +1,204 @@
+"""The schema enforces its own invariants: limits, cascades, null-outs, the claim plan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from jobyard.db import migrate
+from jobyard.db.pool import Conn
+from jobyard.db.queries import sql
+from jobyard.domain import enums
+from jobyard.domain.limits import MAX_PAYLOAD_BYTES
+from tests.factories import make_job, make_project, make_queue, make_worker
+
+
+async def test_payload_over_64kb_is_rejected_by_the_database(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    big = {"blob": "x" * MAX_PAYLOAD_BYTES}
+    with pytest.raises(psycopg.errors.CheckViolation) as caught:
+        await make_job(conn, queue=queue, payload=big)
+    assert caught.value.diag.constraint_name == "jobs_payload_size"
+    # Just under the cap is fine.
+    fits = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
+    await make_job(conn, queue=queue, payload=fits)
+
+
+async def test_deleting_a_worker_nulls_job_references_and_keeps_executions(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    job = await make_job(conn, queue=queue, status="done")
+    await conn.execute("UPDATE jobs SET worker_id = %s WHERE id = %s", (worker["id"], job["id"]))
+    await conn.execute(
+        """INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
+           finished_at) VALUES (%s, 1, 1, %s, 'succeeded', now())""",
+        (job["id"], worker["id"]),
+    )
+    await conn.execute("DELETE FROM workers WHERE id = %s", (worker["id"],))
+    row = await (
+        await conn.execute("SELECT worker_id FROM jobs WHERE id = %s", (job["id"],))
+    ).fetchone()
+    assert row == {"worker_id": None}
+    ex = await (
+        await conn.execute(
+            "SELECT worker_id, outcome FROM job_executions WHERE job_id = %s", (job["id"],)
+        )
+    ).fetchall()
+    assert ex == [{"worker_id": None, "outcome": "succeeded"}]
+
+
+async def test_deleting_a_project_cascades_to_everything_it_owns(conn: Conn) -> None:
+    project = await make_project(conn)
+    queue = await make_queue(conn, project_id=project["id"])
+    job = await make_job(conn, queue=queue)
+    await conn.execute(
+        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
+        (job["id"],),
+    )
+    await conn.execute(
+        "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job["id"],)
+    )
+    await conn.execute("DELETE FROM projects WHERE id = %s", (project["id"],))
+    for table in ("queues", "jobs", "job_executions", "job_logs"):
+        cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")
+        assert (await cur.fetchone()) == {"n": 0}, table
+
+
+async def test_execution_seq_is_unique_per_job(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    job = await make_job(conn, queue=queue)
+    await conn.execute(
+        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
+        (job["id"],),
+    )
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await conn.execute(
+            "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
+            (job["id"],),
+        )
+    # The same attempt number may repeat (a refunded run); the seq may not.
+    await conn.execute(
+        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 2, 1)",
+        (job["id"],),
+    )
+
+
+async def test_idempotency_key_is_unique_per_queue_only_when_set(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    other = await make_queue(conn, project_id=queue["project_id"])
+    insert = """INSERT INTO jobs (project_id, queue_id, handler, idempotency_key)
+                VALUES (%s, %s, 'noop', %s)"""
+    await conn.execute(insert, (queue["project_id"], queue["id"], None))
+    await conn.execute(insert, (queue["project_id"], queue["id"], None))
+    await conn.execute(insert, (queue["project_id"], queue["id"], "k1"))
+    await conn.execute(insert, (queue["project_id"], other["id"], "k1"))
+    with pytest.raises(psycopg.errors.UniqueViolation) as caught:
+        await conn.execute(insert, (queue["project_id"], queue["id"], "k1"))
+    assert caught.value.diag.constraint_name == "jobs_idempotency_key"
+
+
+async def test_a_held_job_must_have_a_lease(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    job = await make_job(conn, queue=queue)
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await conn.execute("UPDATE jobs SET status = 'running' WHERE id = %s", (job["id"],))
+
+
+@pytest.mark.parametrize(
+    ("pg_type", "enum"),
+    [
+        ("job_status", enums.JobStatus),
+        ("member_role", enums.Role),
+        ("backoff_kind", enums.BackoffKind),
+        ("worker_status", enums.WorkerStatus),
+        ("execution_outcome", enums.ExecutionOutcome),
+        ("overlap_policy", enums.OverlapPolicy),
+        ("dead_letter_reason", enums.DeadLetterReason),
+    ],
+)
+async def test_python_enums_mirror_the_database_enums(conn: Conn, pg_type: str, enum: Any) -> None:
+    cur = await conn.execute(
+        "SELECT array_agg(e.enumlabel ORDER BY e.enumsortorder) AS labels FROM pg_enum e"
+        " JOIN pg_type t ON t.oid = e.enumtypid WHERE t.typname = %s",
+        (pg_type,),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    assert sorted(row["labels"]) == sorted(m.value for m in enum)
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [plan]
+    for child in plan.get("Plans", []):
+        nodes.extend(_plan_nodes(child))
+    return nodes
+
+
+async def test_claim_plan_uses_the_partial_index_with_no_sort(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    other = await make_queue(conn, project_id=queue["project_id"])
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    # A realistic shape: many finished rows, a few thousand claimable across two queues.
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, priority, finished_at)
+           SELECT %(p)s, CASE WHEN g %% 2 = 0 THEN %(q)s ELSE %(o)s END, 'noop',
+                  CASE WHEN g %% 10 = 0 THEN 'queued'::job_status ELSE 'done'::job_status END,
+                  g %% 5,
+                  CASE WHEN g %% 10 = 0 THEN NULL ELSE now() END
+           FROM generate_series(1, 50000) g""",
+        {"p": queue["project_id"], "q": queue["id"], "o": other["id"]},
+    )
+    await conn.execute("ANALYZE jobs")
+    params = {
+        "queue_id": queue["id"],
+        "worker_id": worker["id"],
+        "n": 10,
+        "lease_s": 30.0,
+        "now": None,
+    }
+    async with conn.cursor() as cur:
+        await cur.execute("EXPLAIN (FORMAT JSON) " + sql("job_claim_batch"), params)  # type: ignore[operator]
+        row = await cur.fetchone()
+    assert row is not None
+    plan = row["QUERY PLAN"]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    nodes = _plan_nodes(plan[0]["Plan"])
+    kinds = [n["Node Type"] for n in nodes]
+    assert "Sort" not in kinds, kinds
+    assert any(n.get("Index Name") == "jobs_claim_idx" for n in nodes), kinds
+
+
+async def test_claim_changes_at_most_n_rows(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    for _ in range(30):
+        await make_job(conn, queue=queue)
+    cur = await conn.execute(
+        sql("job_claim_batch"),
+        {"queue_id": queue["id"], "worker_id": worker["id"], "n": 7, "lease_s": 30.0, "now": None},
+    )
+    assert len(await cur.fetchall()) == 7
+    cur = await conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'claimed'")
+    assert await cur.fetchone() == {"n": 7}
+    cur = await conn.execute("SELECT count(*) AS n FROM job_executions")
+    assert await cur.fetchone() == {"n": 7}
+
+
+def test_migrate_is_idempotent_and_reversible(db_url: str) -> None:
+    assert migrate.is_at_head(db_url)
+    migrate.upgrade(db_url)  # at head: nothing to do, no error
+    migrate.downgrade(db_url, "base")
+    assert migrate.current_revision(db_url) is None
+    migrate.upgrade(db_url)
+    assert migrate.is_at_head(db_url)
+
+
+async def test_jsonb_round_trips(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    job = await make_job(conn, queue=queue, payload={"a": [1, 2, {"b": None}]})
+    assert job["payload"] == {"a": [1, 2, {"b": None}]}
+    _ = Jsonb
