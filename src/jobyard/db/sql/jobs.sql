@@ -1,5 +1,94 @@
+-- name: job_insert
+-- Enqueue one job; ON CONFLICT on the idempotency index returns nothing (the caller then reads).
+WITH queue AS (
+    SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
+    FROM queues q
+    LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
+    WHERE q.project_id = %(project_id)s AND q.name = %(queue)s
+), inserted AS (
+    INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, run_at,
+                      max_attempts, timeout_ms, idempotency_key, retry_override, schedule_id)
+    SELECT queue.project_id, queue.id, %(handler)s, %(payload)s,
+           CASE
+               WHEN %(waiting)s THEN 'waiting'::job_status
+               WHEN %(run_at)s::timestamptz > coalesce(%(now)s, now()) THEN 'scheduled'::job_status
+               ELSE 'queued'::job_status
+           END,
+           %(priority)s,
+           greatest(coalesce(%(run_at)s::timestamptz, coalesce(%(now)s, now())), coalesce(%(now)s, now())),
+           coalesce(%(max_attempts)s, queue.policy_max_attempts, 5),
+           coalesce(%(timeout_ms)s, queue.default_timeout_ms),
+           %(idempotency_key)s, %(retry_override)s, %(schedule_id)s
+    FROM queue
+    ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+)
+-- NOTIFY wakes idle workers at once (rule 7); referenced so the CTE is not skipped.
+SELECT inserted.*,
+       (SELECT count(pg_notify('jobyard_jobs', i.queue_id::text))
+        FROM inserted i WHERE i.status = 'queued') AS notified
+FROM inserted
+
+-- name: job_insert_dependencies
+-- Record that a job waits for its parents.
+INSERT INTO job_dependencies (job_id, depends_on_job_id)
+SELECT %(job_id)s, parent FROM unnest(%(parents)s::bigint[]) AS parent
+
+-- name: job_count_unfinished_parents
+-- How many of the given parent jobs (in this project) are not done yet, and how many exist.
+SELECT count(*) FILTER (WHERE status <> 'done') AS unfinished, count(*) AS found
+FROM jobs WHERE project_id = %(project_id)s AND id = ANY(%(parents)s::bigint[])
+
+-- name: job_get_by_idempotency_key
+-- The job an idempotency key already names in this queue.
+SELECT j.* FROM jobs j
+JOIN queues q ON q.id = j.queue_id
+WHERE q.project_id = %(project_id)s AND q.name = %(queue)s AND j.idempotency_key = %(idempotency_key)s
+
+-- name: job_insert_batch
+-- Enqueue many jobs of one queue in one statement; the rows share a job_batches row.
+WITH queue AS (
+    SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
+    FROM queues q
+    LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
+    WHERE q.project_id = %(project_id)s AND q.name = %(queue)s
+), batch AS (
+    INSERT INTO job_batches (project_id, queue_id, size)
+    SELECT queue.project_id, queue.id, cardinality(%(handlers)s::text[]) FROM queue
+    RETURNING id, queue_id
+), inserted AS (
+    INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, run_at,
+                      max_attempts, timeout_ms, idempotency_key, batch_id)
+    SELECT queue.project_id, queue.id, item.handler, item.payload,
+           CASE WHEN item.run_at > coalesce(%(now)s, now()) THEN 'scheduled'::job_status
+                ELSE 'queued'::job_status END,
+           item.priority,
+           greatest(coalesce(item.run_at, coalesce(%(now)s, now())), coalesce(%(now)s, now())),
+           coalesce(item.max_attempts, queue.policy_max_attempts, 5),
+           coalesce(item.timeout_ms, queue.default_timeout_ms),
+           item.idempotency_key, batch.id
+    FROM queue, batch,
+         unnest(%(handlers)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[],
+                %(run_ats)s::timestamptz[], %(max_attempts)s::int[], %(timeouts)s::int[],
+                %(idempotency_keys)s::text[])
+             AS item(handler, payload, priority, run_at, max_attempts, timeout_ms, idempotency_key)
+    ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING jobs.id, jobs.status, jobs.queue_id
+)
+SELECT (SELECT id FROM batch) AS batch_id,
+       (SELECT queue_id FROM batch) AS queue_id,
+       coalesce(array_agg(id ORDER BY id), '{}') AS ids,
+       count(*) FILTER (WHERE status = 'queued') AS queued,
+       (SELECT count(pg_notify('jobyard_jobs', b.queue_id::text)) FROM batch b) AS notified
+FROM inserted
+
+-- name: job_get
+-- One job by id within a project.
+SELECT * FROM jobs WHERE id = %(job_id)s AND project_id = %(project_id)s
+
 -- name: job_claim_batch
 -- Claim up to n queued jobs from one unpaused queue; open an execution row for each.
+-- explain: {"n": 10, "lease_s": 30.0}
 WITH picked AS MATERIALIZED (
     -- The partial claim index supplies this order, so LIMIT stops after n rows;
     -- MATERIALIZED keeps the planner from re-running the limited subquery.
@@ -31,3 +120,171 @@ WITH picked AS MATERIALIZED (
     FROM claimed c
 )
 SELECT * FROM claimed
+
+-- name: job_claim_lock_queue
+-- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
+-- Run in its own statement so the next statement's snapshot sees every committed claim.
+SELECT q.max_concurrency, q.is_paused
+FROM queues q WHERE q.id = %(queue_id)s
+FOR UPDATE
+
+-- name: job_claim_room
+-- Free slots under the queue's max_concurrency, counted after the queue row lock is held.
+SELECT greatest(0, least(%(n)s, q.max_concurrency - (
+           SELECT count(*) FROM jobs j
+           WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running')))) AS room
+FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
+
+-- name: job_start_many
+-- claimed → running for jobs this worker still holds (fenced on worker and execution_seq).
+UPDATE jobs j
+SET status = 'running', started_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
+WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+  AND j.status = 'claimed'
+RETURNING j.id
+
+-- name: job_complete_many
+-- running → done for jobs this worker still holds; closes their executions and frees children.
+WITH finished AS (
+    UPDATE jobs j
+    SET status = 'done', result = t.result, lock_expires_at = NULL,
+        finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
+    FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+      AND j.status = 'running'
+    RETURNING j.id, j.execution_seq
+), closed AS (
+    UPDATE job_executions e
+    SET outcome = 'succeeded', finished_at = coalesce(%(now)s, now()),
+        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    FROM finished f
+    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
+), released_children AS (
+    -- A waiting child becomes queued once none of its parents is unfinished.
+    UPDATE jobs c
+    SET status = 'queued', updated_at = coalesce(%(now)s, now())
+    WHERE c.status = 'waiting'
+      AND c.id IN (SELECT d.job_id FROM job_dependencies d JOIN finished f ON f.id = d.depends_on_job_id)
+      AND NOT EXISTS (
+          SELECT 1 FROM job_dependencies d2 JOIN jobs p ON p.id = d2.depends_on_job_id
+          WHERE d2.job_id = c.id AND p.status <> 'done' AND p.id NOT IN (SELECT id FROM finished))
+    RETURNING c.queue_id
+)
+SELECT f.id, (SELECT count(pg_notify('jobyard_jobs', r.queue_id::text))
+              FROM (SELECT DISTINCT queue_id FROM released_children) r) AS notified
+FROM finished f
+
+-- name: job_retry_context
+-- What the failure path needs to decide retry vs dead letter (fenced read).
+SELECT j.attempt, j.max_attempts, j.retry_override, j.status,
+       p.backoff, p.base_delay_ms, p.max_delay_ms, p.jitter
+FROM jobs j
+JOIN queues q ON q.id = j.queue_id
+LEFT JOIN retry_policies p ON p.id = coalesce(j.retry_policy_id, q.retry_policy_id)
+WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+  AND j.status IN ('claimed', 'running')
+
+-- name: job_fail
+-- running → scheduled (retry at run_at) or dead_letter, fenced; closes the execution; copies a
+-- dead letter when the attempts are exhausted.
+WITH failed AS (
+    UPDATE jobs j
+    SET status = %(next_status)s::job_status,
+        run_at = CASE WHEN %(next_status)s = 'scheduled'
+                      THEN coalesce(%(now)s, now()) + make_interval(secs => %(delay_s)s)
+                      ELSE j.run_at END,
+        last_error = %(error)s, error_fingerprint = %(fingerprint)s,
+        lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
+        finished_at = CASE WHEN %(next_status)s = 'dead_letter' THEN coalesce(%(now)s, now()) END,
+        updated_at = coalesce(%(now)s, now())
+    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.*
+), closed AS (
+    UPDATE job_executions e
+    SET outcome = %(outcome)s::execution_outcome, finished_at = coalesce(%(now)s, now()),
+        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int),
+        error = %(error)s, error_fingerprint = %(fingerprint)s
+    FROM failed f
+    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
+), lettered AS (
+    INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, priority, reason,
+                                  error, error_fingerprint, attempts)
+    SELECT f.project_id, f.queue_id, f.id, f.handler, f.payload, f.priority,
+           %(dlq_reason)s::dead_letter_reason, f.last_error, f.error_fingerprint, f.attempt
+    FROM failed f WHERE f.status = 'dead_letter'
+    RETURNING id
+)
+SELECT f.id, f.status, f.run_at, f.attempt, (SELECT id FROM lettered) AS dead_letter_id
+FROM failed f
+
+-- name: job_release_many
+-- Give jobs back without charging the attempt (graceful drain): → queued, execution 'released'.
+WITH released AS (
+    UPDATE jobs j
+    SET status = 'queued', attempt = greatest(0, j.attempt - 1), worker_id = NULL,
+        lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
+        updated_at = coalesce(%(now)s, now())
+    FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.id, j.execution_seq, j.queue_id
+), closed AS (
+    UPDATE job_executions e
+    SET outcome = 'released', attempt_charged = false, finished_at = coalesce(%(now)s, now()),
+        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    FROM released r
+    WHERE e.job_id = r.id AND e.execution_seq = r.execution_seq
+)
+SELECT r.id, (SELECT count(pg_notify('jobyard_jobs', d.queue_id::text))
+              FROM (SELECT DISTINCT queue_id FROM released) d) AS notified
+FROM released r
+
+-- name: job_cancel_pending
+-- Cancel a job that no worker holds yet (waiting, scheduled or queued) at once.
+UPDATE jobs
+SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now()),
+    cancel_requested_at = coalesce(%(now)s, now())
+WHERE id = %(job_id)s AND project_id = %(project_id)s AND status IN ('waiting', 'scheduled', 'queued')
+RETURNING *
+
+-- name: job_request_cancel
+-- Ask the worker holding a job to stop it; the worker hears it on jobyard_cancel or at heartbeat.
+WITH requested AS (
+    UPDATE jobs
+    SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s, now())),
+        updated_at = coalesce(%(now)s, now())
+    WHERE id = %(job_id)s AND project_id = %(project_id)s AND status IN ('claimed', 'running')
+    RETURNING *
+)
+SELECT requested.*, (SELECT count(pg_notify('jobyard_cancel', r.id::text || ':' || r.worker_id::text))
+                     FROM requested r) AS notified
+FROM requested
+
+-- name: job_finish_cancelled
+-- The worker stopped a job whose cancel was requested: → cancelled, execution 'cancelled'.
+WITH cancelled AS (
+    UPDATE jobs j
+    SET status = 'cancelled', lock_expires_at = NULL, finished_at = coalesce(%(now)s, now()),
+        updated_at = coalesce(%(now)s, now())
+    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.id, j.execution_seq
+), closed AS (
+    UPDATE job_executions e
+    SET outcome = 'cancelled', finished_at = coalesce(%(now)s, now()),
+        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    FROM cancelled c
+    WHERE e.job_id = c.id AND e.execution_seq = c.execution_seq
+)
+SELECT id FROM cancelled
+
+-- name: job_log_append
+-- Write a handler log line, only while this worker still holds this run (fenced).
+INSERT INTO job_logs (job_id, execution_seq, level, message, fields)
+SELECT j.id, j.execution_seq, %(level)s, %(message)s, %(fields)s
+FROM jobs j
+WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+  AND j.status IN ('claimed', 'running')
+RETURNING id

@@ -1,0 +1,125 @@
+"""Enqueue: immediate, delayed, prioritised, idempotent, batched, with dependencies.
+
+Every function takes the caller's connection, so a job can be enqueued atomically with the
+caller's own writes (it commits or rolls back with them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobyard.core.clock import sql_now
+from jobyard.db import run
+from jobyard.db.errors import translated
+from jobyard.db.json import jsonb, jsonb_or_none
+from jobyard.db.pool import Conn
+from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
+from jobyard.domain.ids import ProjectId
+from jobyard.domain.models import BatchResult, EnqueueResult
+from jobyard.domain.schemas import BatchCreate, JobCreate
+
+
+async def enqueue(
+    conn: Conn,
+    project_id: ProjectId,
+    job: JobCreate,
+    *,
+    now: datetime | None = None,
+    schedule_id: int | None = None,
+) -> EnqueueResult:
+    """Insert one job. With an idempotency key, the same key and payload return the existing
+    job (created=False); the same key with a different payload raises IdempotencyConflict."""
+    run_at = job.run_at
+    if job.delay_ms is not None:
+        # A delay is relative to the database clock: resolve it there, not on this host.
+        base = now or await _db_now(conn)
+        run_at = base + timedelta(milliseconds=job.delay_ms)
+    params: dict[str, Any] = {
+        "project_id": project_id,
+        "queue": job.queue,
+        "handler": job.handler,
+        "payload": jsonb(job.payload),
+        "priority": job.priority,
+        "run_at": run_at,
+        "max_attempts": job.max_attempts,
+        "timeout_ms": job.timeout_ms,
+        "idempotency_key": job.idempotency_key,
+        "retry_override": jsonb_or_none(job.retry.model_dump(mode="json", exclude_none=True))
+        if job.retry
+        else None,
+        "schedule_id": schedule_id,
+        "waiting": False,
+        "now": sql_now(now),
+    }
+    async with translated():
+        if job.depends_on:
+            # Parents checked and edges written in the same transaction as the job itself.
+            async with conn.transaction():
+                params["waiting"] = await _has_unfinished_parents(conn, project_id, job.depends_on)
+                row = await run.one(conn, "job_insert", params)
+                if row is not None:
+                    await run.execute(
+                        conn,
+                        "job_insert_dependencies",
+                        {"job_id": row["id"], "parents": job.depends_on},
+                    )
+        else:
+            row = await run.one(conn, "job_insert", params)
+        if row is not None:
+            row.pop("notified", None)
+            return EnqueueResult(job=row, created=True)
+        if job.idempotency_key is None:
+            raise NotFound(f"queue {job.queue!r} does not exist in this project", field="queue")
+        # ON CONFLICT DO NOTHING waited for any in-flight twin to commit, so it is visible now.
+        existing = await run.one(
+            conn,
+            "job_get_by_idempotency_key",
+            {"project_id": project_id, "queue": job.queue, "idempotency_key": job.idempotency_key},
+        )
+    if existing is None:  # the conflicting row was deleted between the two statements
+        raise IdempotencyConflict("the job for this idempotency key vanished; retry the request")
+    if existing["payload"] != job.payload or existing["handler"] != job.handler:
+        raise IdempotencyConflict(job_id=existing["id"], idempotency_key=job.idempotency_key)
+    return EnqueueResult(job=existing, created=False)
+
+
+async def _has_unfinished_parents(conn: Conn, project_id: ProjectId, parents: list[int]) -> bool:
+    row = await run.one(
+        conn, "job_count_unfinished_parents", {"project_id": project_id, "parents": parents}
+    )
+    assert row is not None
+    if row["found"] != len(set(parents)):
+        raise ValidationFailed("depends_on names a job that does not exist", field="depends_on")
+    return bool(row["unfinished"])
+
+
+async def _db_now(conn: Conn) -> datetime:
+    row = await run.one(conn, "clock_now", {})
+    assert row is not None
+    result: datetime = row["now"]
+    return result
+
+
+async def enqueue_batch(
+    conn: Conn, project_id: ProjectId, batch: BatchCreate, *, now: datetime | None = None
+) -> BatchResult:
+    """Insert many jobs of one queue in one statement (and one job_batches row)."""
+    items = batch.jobs
+    params = {
+        "project_id": project_id,
+        "queue": batch.queue,
+        "handlers": [i.handler for i in items],
+        "payloads": [jsonb(i.payload) for i in items],
+        "priorities": [i.priority for i in items],
+        "run_ats": [i.run_at for i in items],
+        "max_attempts": [i.max_attempts for i in items],
+        "timeouts": [i.timeout_ms for i in items],
+        "idempotency_keys": [i.idempotency_key for i in items],
+        "now": sql_now(now),
+    }
+    async with translated():
+        row = await run.one(conn, "job_insert_batch", params)
+    if row is None or row["batch_id"] is None:
+        raise NotFound(f"queue {batch.queue!r} does not exist in this project", field="queue")
+    return BatchResult(batch_id=row["batch_id"], job_ids=list(row["ids"]), queued=row["queued"])

@@ -1,0 +1,36 @@
+-- name: worker_register
+-- A worker process announces itself; returns its id.
+INSERT INTO workers (project_id, name, hostname, pid, queues, concurrency, status,
+                     started_at, last_heartbeat_at)
+VALUES (%(project_id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, 'active',
+        coalesce(%(now)s, now()), coalesce(%(now)s, now()))
+RETURNING id
+
+-- name: lease_extend
+-- Heartbeat: extend the leases this worker still holds, mark it alive, record the beat.
+-- Jobs missing from the result have been lost (reaped and maybe re-claimed) or finished.
+WITH alive AS (
+    UPDATE workers
+    SET last_heartbeat_at = coalesce(%(now)s, now()),
+        status = CASE WHEN %(draining)s THEN 'draining'::worker_status ELSE status END
+    WHERE id = %(worker_id)s AND status IN ('active', 'draining')
+    RETURNING id
+), beat AS (
+    INSERT INTO worker_heartbeats (worker_id, beat_at, in_flight, capacity)
+    SELECT id, coalesce(%(now)s, now()), cardinality(%(ids)s::bigint[]), %(capacity)s FROM alive
+), extended AS (
+    UPDATE jobs j
+    SET lock_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_s)s)
+    FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
+)
+SELECT (SELECT count(*) FROM alive) AS alive,
+       coalesce((SELECT array_agg(id) FROM extended), '{}') AS held,
+       coalesce((SELECT array_agg(id) FROM extended WHERE cancel_requested), '{}') AS cancel_requested
+
+-- name: worker_stop
+-- A worker leaves cleanly.
+UPDATE workers SET status = 'stopped', stopped_at = coalesce(%(now)s, now())
+WHERE id = %(worker_id)s AND status IN ('active', 'draining')

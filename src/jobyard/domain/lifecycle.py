@@ -1,0 +1,54 @@
+"""The job lifecycle as one frozen map. Pure: the SQL in core enforces the same edges as
+compare-and-set updates; this map is what code consults before it writes, and what tests check.
+
+    scheduled ──due──▶ queued ──claim──▶ claimed ──start──▶ running ──ok──▶ done
+        ▲                 ▲  ▲                                  │
+        │ retry (backoff) │  └── lease expired / drained ───────┤ (attempt refunded)
+        └──── failed ◀────┼─────────────── error ───────────────┘
+                 │        └── DLQ replay enqueues a new job (see core/dlq.py)
+                 └── attempts exhausted ──▶ dead_letter
+    waiting (unmet dependencies) ──parents done──▶ queued
+    waiting/scheduled/queued/claimed/running ──▶ cancelled
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from jobyard.domain.enums import JobStatus as S
+from jobyard.domain.errors import IllegalTransition
+
+ALLOWED: Final[Mapping[S, frozenset[S]]] = MappingProxyType(
+    {
+        S.WAITING: frozenset({S.QUEUED, S.CANCELLED}),
+        S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED}),
+        S.QUEUED: frozenset({S.CLAIMED, S.CANCELLED}),
+        # claimed → queued: released on drain or reaped; → dead_letter: poison pill.
+        S.CLAIMED: frozenset({S.RUNNING, S.QUEUED, S.CANCELLED, S.DEAD_LETTER}),
+        S.RUNNING: frozenset({S.DONE, S.FAILED, S.QUEUED, S.CANCELLED, S.DEAD_LETTER}),
+        S.FAILED: frozenset({S.SCHEDULED, S.QUEUED, S.DEAD_LETTER}),
+        S.DONE: frozenset(),
+        S.DEAD_LETTER: frozenset(),
+        S.CANCELLED: frozenset(),
+    }
+)
+
+TERMINAL: Final = frozenset(s for s, nxt in ALLOWED.items() if not nxt)
+HELD: Final = frozenset({S.CLAIMED, S.RUNNING})
+CANCELLABLE_AT_ONCE: Final = frozenset({S.WAITING, S.SCHEDULED, S.QUEUED})
+
+
+def can_transition(current: S, target: S) -> bool:
+    return target in ALLOWED[current]
+
+
+def assert_transition(current: S, target: S) -> None:
+    """Raise IllegalTransition unless current → target is an edge of the lifecycle."""
+    if not can_transition(current, target):
+        raise IllegalTransition(
+            f"a job cannot go from {current.value} to {target.value}",
+            current=current.value,
+            target=target.value,
+        )

@@ -1,0 +1,73 @@
+"""Frozen records the engine passes around (rows from the database, typed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from jobyard.domain.ids import ExecutionSeq, JobId, ProjectId, QueueId, WorkerId
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    """One claimed run: the fence (id, worker_id, execution_seq) plus what the handler needs."""
+
+    id: JobId
+    project_id: ProjectId
+    queue_id: QueueId
+    handler: str
+    payload: Any
+    priority: int
+    attempt: int
+    max_attempts: int
+    execution_seq: ExecutionSeq
+    timeout_ms: int | None
+    lock_expires_at: datetime
+    worker_id: WorkerId
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ClaimedJob:
+        return cls(
+            id=JobId(row["id"]),
+            project_id=ProjectId(row["project_id"]),
+            queue_id=QueueId(row["queue_id"]),
+            handler=row["handler"],
+            payload=row["payload"],
+            priority=row["priority"],
+            attempt=row["attempt"],
+            max_attempts=row["max_attempts"],
+            execution_seq=ExecutionSeq(row["execution_seq"]),
+            timeout_ms=row["timeout_ms"],
+            lock_expires_at=row["lock_expires_at"],
+            worker_id=WorkerId(row["worker_id"]),
+        )
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    id: QueueId
+    name: str
+    priority: int
+    is_paused: bool
+    max_concurrency: int | None
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    alive: bool
+    held: frozenset[JobId]
+    cancel_requested: frozenset[JobId]
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    job: dict[str, Any]
+    created: bool
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    batch_id: int
+    job_ids: list[int] = field(default_factory=list)
+    queued: int = 0

@@ -1,0 +1,98 @@
+"""Pydantic shapes shared by the engine, the SDK and the API (validated before any SQL runs)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from jobyard.domain import limits
+from jobyard.domain.enums import BackoffKind
+
+QueueName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+HandlerName = Annotated[str, Field(min_length=1, max_length=limits.MAX_HANDLER_LENGTH)]
+Priority = Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY)]
+
+
+def payload_size(value: Any) -> int:
+    """Bytes the payload takes as JSON text — the measure the database CHECK uses."""
+    return len(json.dumps(value, separators=(", ", ": "), ensure_ascii=False).encode())
+
+
+def check_payload(value: Any) -> Any:
+    if payload_size(value) > limits.MAX_PAYLOAD_BYTES:
+        raise ValueError(f"payload is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB")
+    return value
+
+
+class RetryOverride(BaseModel):
+    """Per-job override of the queue's retry policy; unset fields fall back to the queue's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backoff: BackoffKind | None = None
+    base_delay_ms: int | None = Field(default=None, ge=0, le=86_400_000)
+    max_delay_ms: int | None = Field(default=None, ge=0, le=604_800_000)
+    jitter: bool | None = None
+
+
+class JobCreate(BaseModel):
+    """One job to enqueue. Give run_at or delay_ms (not both) to run it later."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue: QueueName = "default"
+    handler: HandlerName
+    payload: Any = Field(default_factory=dict)
+    priority: Priority = 0
+    run_at: datetime | None = None
+    delay_ms: int | None = Field(default=None, ge=0, le=366 * 86_400_000)
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=limits.MAX_IDEMPOTENCY_KEY_LENGTH
+    )
+    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
+    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    retry: RetryOverride | None = None
+    depends_on: list[int] = Field(default_factory=list, max_length=100)
+
+    _check_payload = field_validator("payload")(check_payload)
+
+    @field_validator("run_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("run_at must include a timezone offset (e.g. 2026-01-01T09:00:00Z)")
+        return value
+
+    @model_validator(mode="after")
+    def _one_delay(self) -> JobCreate:
+        if self.run_at is not None and self.delay_ms is not None:
+            raise ValueError("give run_at or delay_ms, not both")
+        return self
+
+
+class BatchItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    handler: HandlerName
+    payload: Any = Field(default_factory=dict)
+    priority: Priority = 0
+    run_at: datetime | None = None
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=limits.MAX_IDEMPOTENCY_KEY_LENGTH
+    )
+    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
+    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+
+    _check_payload = field_validator("payload")(check_payload)
+
+
+class BatchCreate(BaseModel):
+    """Many jobs for one queue, inserted in one statement."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    queue: QueueName = "default"
+    jobs: list[BatchItem] = Field(min_length=1, max_length=limits.MAX_BATCH_SIZE)
