@@ -11,7 +11,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from jobyard.db import embedded, migrate
+from jobyard.db import dump, embedded, explain, migrate
 from jobyard.db.pool import connect_sync, resolve_database_url
 from jobyard.db.seed import seed_demo
 from jobyard.db.urls import display_url
@@ -112,6 +112,92 @@ def db_url(data_dir: DataDir = None) -> None:
     """Print the database URL (starting the embedded server if needed)."""
     settings = load_settings(data_dir=data_dir)
     print(resolve_database_url(settings))
+
+
+@db_app.command("dump")
+def db_dump(
+    data_dir: DataDir = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Only compare; exit 1 if schema.sql is stale.")
+    ] = False,
+) -> None:
+    """Rewrite src/jobyard/db/schema.sql from a freshly migrated throwaway database."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    target = dump.schema_path()
+    try:
+        with out.status("migrating a throwaway database and dumping its schema…"):
+            text = dump.dump_fresh(url)
+    except dump.SchemaDumpError as exc:
+        raise fail(exc.message, "is the server up, and PostgreSQL 15 or newer?", 1) from None
+    current = target.read_text(encoding="utf-8") if target.exists() else None
+    if current == text:
+        out.print(f"{target} is up to date")
+        return
+    if check:
+        raise fail(f"{target} differs from the migrations", "run `make db-dump` and commit it", 1)
+    target.write_text(text, encoding="utf-8")
+    out.print(f"wrote {target}")
+
+
+@db_app.command("explain")
+def db_explain(
+    data_dir: DataDir = None,
+    rows: Annotated[int, typer.Option(min=100, help="Rows in the jobs table.")] = (
+        explain.DEFAULT_ROWS
+    ),
+    runs: Annotated[int, typer.Option(min=1, help="Measured runs per plan (median).")] = (
+        explain.DEFAULT_RUNS
+    ),
+    output: Annotated[Path, typer.Option(help="Where to write the report.")] = Path(
+        "docs/EXPLAIN.md"
+    ),
+) -> None:
+    """Measure the claim and every hinted named query with EXPLAIN ANALYZE → docs/EXPLAIN.md."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    with out.status("EXPLAIN harness…") as status:
+
+        def progress(message: str) -> None:
+            status.update(message + "…")
+            out.print(f"[dim]·[/] {message}")
+
+        try:
+            report = explain.run_explain(url, rows=rows, runs=runs, progress=progress)
+        except explain.ExplainError as exc:
+            raise fail(exc.message, "see the `-- explain:` hints in docs/DATABASE.md") from None
+    explain.write_report(report, output)
+    for line in explain.summary_lines(report):
+        out.print(line)
+    out.print(f"wrote {output}")
+
+
+@db_app.command("reset")
+def db_reset(
+    data_dir: DataDir = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Confirm: every table and row in the schema is lost.")
+    ] = False,
+) -> None:
+    """Drop and re-create the public schema of the configured database, then migrate."""
+    settings = load_settings(data_dir=data_dir)
+    where = (
+        display_url(settings.database_url)
+        if settings.database_url
+        else f"the embedded database in {settings.pgdata}"
+    )
+    if not yes:
+        raise fail(
+            f"db reset deletes every table and row in the public schema of {where}",
+            "re-run as `jobyard db reset --yes` to confirm",
+        )
+    url = resolve_database_url(settings)
+    try:
+        with out.status("dropping the public schema and migrating…"):
+            dump.reset_schema(url)
+    except dump.SchemaResetError as exc:
+        raise fail(exc.message, code=1) from None
+    out.print(f"reset {where}: schema re-created at revision {migrate.head_revision()}")
 
 
 @app.command("migrate")
