@@ -1,0 +1,1 @@
+"""Built-in job handlers shipped with jobyard (http_request, ...)."""
