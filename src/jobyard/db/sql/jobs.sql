@@ -110,8 +110,8 @@ WITH picked AS MATERIALIZED (
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
         updated_at = coalesce(%(now)s, now())
-    FROM picked
-    WHERE j.id = picked.id
+    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id
 ), opened AS (

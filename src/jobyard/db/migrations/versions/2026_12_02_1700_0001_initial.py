@@ -244,23 +244,19 @@ CREATE INDEX jobs_claim_idx ON jobs (queue_id, priority DESC NULLS FIRST, run_at
     WHERE status = 'queued';
 -- The promoter's reader: due scheduled jobs (retries and delayed enqueues).
 CREATE INDEX jobs_scheduled_idx ON jobs (run_at) WHERE status = 'scheduled';
--- The reaper's reader: held leases by expiry.
-CREATE INDEX jobs_lease_idx ON jobs (lock_expires_at) WHERE status IN ('claimed', 'running');
--- In-flight count per queue for max_concurrency, and per worker for drain/sweep.
-CREATE INDEX jobs_inflight_queue_idx ON jobs (queue_id) WHERE status IN ('claimed', 'running');
-CREATE INDEX jobs_worker_idx ON jobs (worker_id) WHERE worker_id IS NOT NULL;
+-- Held jobs only: the in-flight count per queue (max_concurrency) and the reaper's expiry scan.
+-- One index for both, because every index on jobs is paid on every state change.
+CREATE INDEX jobs_held_idx ON jobs (queue_id, lock_expires_at) WHERE status IN ('claimed', 'running');
 -- Idempotency: one job per key per queue; enqueue inserts ON CONFLICT DO NOTHING then reads.
 CREATE UNIQUE INDEX jobs_idempotency_key ON jobs (queue_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
--- Explorer (keyset on id) and its common filters.
+-- Explorer (keyset on id) and its status filter.
 CREATE INDEX jobs_project_id_idx ON jobs (project_id, id DESC);
 CREATE INDEX jobs_project_status_idx ON jobs (project_id, status, id DESC);
-CREATE INDEX jobs_queue_id_idx ON jobs (queue_id, id DESC);
 CREATE INDEX jobs_fingerprint_idx ON jobs (project_id, error_fingerprint, id DESC)
     WHERE error_fingerprint IS NOT NULL;
--- Retention: finished jobs by age.
+-- Retention: finished jobs by age (their executions and logs cascade).
 CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX jobs_batch_idx ON jobs (batch_id) WHERE batch_id IS NOT NULL;
 CREATE INDEX jobs_schedule_idx ON jobs (schedule_id, id DESC) WHERE schedule_id IS NOT NULL;
 
 CREATE TABLE job_dependencies (
@@ -290,7 +286,6 @@ CREATE TABLE job_executions (
     CONSTRAINT job_executions_outcome_iff_finished CHECK ((outcome IS NULL) = (finished_at IS NULL))
 );
 CREATE INDEX job_executions_worker_idx ON job_executions (worker_id) WHERE worker_id IS NOT NULL;
-CREATE INDEX job_executions_finished_idx ON job_executions (finished_at) WHERE finished_at IS NOT NULL;
 
 CREATE TABLE job_logs (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
