@@ -37,6 +37,7 @@ from psycopg.types.json import Jsonb
 from jobyard.db import testing
 from jobyard.db.pool import SyncConn, connect_sync
 from jobyard.db.queries import QUERIES, Query
+from jobyard.db.urls import database_name
 from jobyard.domain.errors import JobyardError
 
 CLAIM_QUERY = "job_claim_batch"
@@ -52,7 +53,16 @@ DEFAULT_CLAIM_PARAMS: dict[str, Any] = {
     "lease_s": 30.0,
     "now": None,
 }
-FIXTURES = ("org_id", "user_id", "project_id", "queue_id", "queue_name", "worker_id", "job_id")
+FIXTURES = (
+    "org_id",
+    "user_id",
+    "project_id",
+    "queue_id",
+    "queue_name",
+    "worker_id",
+    "job_id",
+    "parent_job_id",
+)
 
 _HINT = re.compile(r"^--\s*explain:\s*(.*?)\s*$", re.MULTILINE)
 _PARAM = re.compile(r"%\((\w+)\)s")
@@ -298,22 +308,23 @@ def explain_hint(query: Query) -> dict[str, Any] | None:
 
 
 def bind(query_name: str, hint: Mapping[str, Any], fixtures: Mapping[str, Any]) -> dict[str, Any]:
-    """Hint values made ready for psycopg: `$name` → seeded value, objects → jsonb."""
-    bound: dict[str, Any] = {}
-    for key, value in hint.items():
+    """Hint values ready for psycopg: `$name` → seeded value (in lists too), objects → jsonb."""
+
+    def value_of(key: str, value: Any) -> Any:
         if isinstance(value, str) and value.startswith("$"):
-            name = value[1:]
-            if name not in fixtures:
+            if value[1:] not in fixtures:
                 raise ExplainError(
                     f"{query_name}: explain hint {key!r} names unknown fixture {value!r}; "
                     f"known: {', '.join('$' + f for f in sorted(fixtures))}"
                 )
-            bound[key] = fixtures[name]
-        elif isinstance(value, dict):
-            bound[key] = Jsonb(value)
-        else:
-            bound[key] = value
-    return bound
+            return fixtures[value[1:]]
+        if isinstance(value, dict):
+            return Jsonb(value)
+        if isinstance(value, list):
+            return [value_of(key, item) for item in value]
+        return value
+
+    return {key: value_of(key, value) for key, value in hint.items()}
 
 
 def _hinted_queries() -> list[tuple[Query, dict[str, Any]]]:
@@ -382,9 +393,10 @@ def seed(conn: SyncConn, rows: int) -> Seeded:
         counts = conn.execute(
             """SELECT count(*) AS claimable,
                       count(*) FILTER (WHERE queue_id = %s) AS in_queue,
-                      min(id) FILTER (WHERE queue_id = %s) AS job_id
+                      min(id) FILTER (WHERE queue_id = %s) AS job_id,
+                      max(id) FILTER (WHERE queue_id = %s) AS parent_job_id
                FROM jobs WHERE status = 'queued'""",
-            (queue_ids[0], queue_ids[0]),
+            (queue_ids[0], queue_ids[0], queue_ids[0]),
         ).fetchone()
         assert counts is not None
     conn.execute("VACUUM ANALYZE jobs")
@@ -396,6 +408,7 @@ def seed(conn: SyncConn, rows: int) -> Seeded:
         "queue_name": "q1",
         "worker_id": worker,
         "job_id": counts["job_id"],
+        "parent_job_id": counts["parent_job_id"],
     }
     return Seeded(fixtures, int(counts["claimable"]), int(counts["in_queue"]))
 
@@ -592,14 +605,14 @@ def run_explain(
 ) -> ExplainReport:
     """Measure on a throwaway clone of the migrated template on `admin_url`'s server; drop it."""
     say = progress or (lambda _message: None)
-    say("preparing a throwaway database")
     template = testing.ensure_template(admin_url)
     url = testing.create_clone(admin_url, template, prefix=EXPLAIN_PREFIX)
+    say(f"throwaway database {database_name(url)}")
     try:
         return run_on(url, rows=rows, runs=runs, progress=progress)
     finally:
         testing.drop_database(admin_url, url)
-        say("dropped the throwaway database")
+        say(f"dropped {database_name(url)}")
 
 
 # ----------------------------------------------------------------------------- report

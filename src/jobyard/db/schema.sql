@@ -565,13 +565,9 @@ CREATE INDEX job_batches_project_idx ON public.job_batches USING btree (project_
 
 CREATE INDEX job_dependencies_parent_idx ON public.job_dependencies USING btree (depends_on_job_id);
 
-CREATE INDEX job_executions_finished_idx ON public.job_executions USING btree (finished_at) WHERE (finished_at IS NOT NULL);
-
 CREATE INDEX job_executions_worker_idx ON public.job_executions USING btree (worker_id) WHERE (worker_id IS NOT NULL);
 
 CREATE INDEX job_logs_job_idx ON public.job_logs USING btree (job_id, id);
-
-CREATE INDEX jobs_batch_idx ON public.jobs USING btree (batch_id) WHERE (batch_id IS NOT NULL);
 
 CREATE INDEX jobs_claim_idx ON public.jobs USING btree (queue_id, priority DESC, run_at, id) WHERE (status = 'queued'::public.job_status);
 
@@ -579,23 +575,17 @@ CREATE INDEX jobs_fingerprint_idx ON public.jobs USING btree (project_id, error_
 
 CREATE INDEX jobs_finished_idx ON public.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
+CREATE INDEX jobs_held_idx ON public.jobs USING btree (queue_id, lock_expires_at) WHERE (status = ANY (ARRAY['claimed'::public.job_status, 'running'::public.job_status]));
+
 CREATE UNIQUE INDEX jobs_idempotency_key ON public.jobs USING btree (queue_id, idempotency_key) WHERE (idempotency_key IS NOT NULL);
-
-CREATE INDEX jobs_inflight_queue_idx ON public.jobs USING btree (queue_id) WHERE (status = ANY (ARRAY['claimed'::public.job_status, 'running'::public.job_status]));
-
-CREATE INDEX jobs_lease_idx ON public.jobs USING btree (lock_expires_at) WHERE (status = ANY (ARRAY['claimed'::public.job_status, 'running'::public.job_status]));
 
 CREATE INDEX jobs_project_id_idx ON public.jobs USING btree (project_id, id DESC);
 
 CREATE INDEX jobs_project_status_idx ON public.jobs USING btree (project_id, status, id DESC);
 
-CREATE INDEX jobs_queue_id_idx ON public.jobs USING btree (queue_id, id DESC);
-
 CREATE INDEX jobs_schedule_idx ON public.jobs USING btree (schedule_id, id DESC) WHERE (schedule_id IS NOT NULL);
 
 CREATE INDEX jobs_scheduled_idx ON public.jobs USING btree (run_at) WHERE (status = 'scheduled'::public.job_status);
-
-CREATE INDEX jobs_worker_idx ON public.jobs USING btree (worker_id) WHERE (worker_id IS NOT NULL);
 
 CREATE INDEX organization_members_user_idx ON public.organization_members USING btree (user_id);
 

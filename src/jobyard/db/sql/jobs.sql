@@ -1,5 +1,6 @@
 -- name: job_insert
 -- Enqueue one job; ON CONFLICT on the idempotency index returns nothing (the caller then reads).
+-- explain: {"queue": "$queue_name", "handler": "explain.noop", "payload": {"n": 1}, "waiting": false, "run_at": null, "priority": 0, "max_attempts": null, "timeout_ms": null, "idempotency_key": "explain-key", "retry_override": null, "schedule_id": null}
 WITH queue AS (
     SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
     FROM queues q
@@ -31,22 +32,26 @@ FROM inserted
 
 -- name: job_insert_dependencies
 -- Record that a job waits for its parents.
+-- explain: {"parents": ["$parent_job_id"]}
 INSERT INTO job_dependencies (job_id, depends_on_job_id)
 SELECT %(job_id)s, parent FROM unnest(%(parents)s::bigint[]) AS parent
 
 -- name: job_count_unfinished_parents
 -- How many of the given parent jobs (in this project) are not done yet, and how many exist.
+-- explain: {"parents": ["$parent_job_id"]}
 SELECT count(*) FILTER (WHERE status <> 'done') AS unfinished, count(*) AS found
 FROM jobs WHERE project_id = %(project_id)s AND id = ANY(%(parents)s::bigint[])
 
 -- name: job_get_by_idempotency_key
 -- The job an idempotency key already names in this queue.
+-- explain: {"queue": "$queue_name", "idempotency_key": "explain-key"}
 SELECT j.* FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 WHERE q.project_id = %(project_id)s AND q.name = %(queue)s AND j.idempotency_key = %(idempotency_key)s
 
 -- name: job_insert_batch
 -- Enqueue many jobs of one queue in one statement; the rows share a job_batches row.
+-- explain: {"queue": "$queue_name", "handlers": ["explain.noop"], "payloads": [{}], "priorities": [0], "run_ats": [null], "max_attempts": [null], "timeouts": [null], "idempotency_keys": [null]}
 WITH queue AS (
     SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
     FROM queues q
@@ -84,6 +89,7 @@ FROM inserted
 
 -- name: job_get
 -- One job by id within a project.
+-- explain: {}
 SELECT * FROM jobs WHERE id = %(job_id)s AND project_id = %(project_id)s
 
 -- name: job_claim_batch
@@ -124,12 +130,14 @@ SELECT * FROM claimed
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
 -- Run in its own statement so the next statement's snapshot sees every committed claim.
+-- explain: {}
 SELECT q.max_concurrency, q.is_paused
 FROM queues q WHERE q.id = %(queue_id)s
 FOR UPDATE
 
 -- name: job_claim_room
 -- Free slots under the queue's max_concurrency, counted after the queue row lock is held.
+-- explain: {"n": 10}
 SELECT greatest(0, least(%(n)s, q.max_concurrency - (
            SELECT count(*) FROM jobs j
            WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running')))) AS room
@@ -137,6 +145,7 @@ FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
 
 -- name: job_start_many
 -- claimed → running for jobs this worker still holds (fenced on worker and execution_seq).
+-- explain: {"ids": ["$job_id"], "seqs": [1]}
 UPDATE jobs j
 SET status = 'running', started_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
 FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
@@ -146,6 +155,7 @@ RETURNING j.id
 
 -- name: job_complete_many
 -- running → done for jobs this worker still holds; closes their executions and frees children.
+-- explain: {"ids": ["$job_id"], "seqs": [1], "results": [{}]}
 WITH finished AS (
     UPDATE jobs j
     SET status = 'done', result = t.result, lock_expires_at = NULL,
@@ -177,6 +187,7 @@ FROM finished f
 
 -- name: job_retry_context
 -- What the failure path needs to decide retry vs dead letter (fenced read).
+-- explain: {"id": "$job_id", "seq": 1}
 SELECT j.attempt, j.max_attempts, j.retry_override, j.status,
        p.backoff, p.base_delay_ms, p.max_delay_ms, p.jitter
 FROM jobs j
@@ -188,6 +199,7 @@ WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)
 -- name: job_fail
 -- running → scheduled (retry at run_at) or dead_letter, fenced; closes the execution; copies a
 -- dead letter when the attempts are exhausted.
+-- explain: {"id": "$job_id", "seq": 1, "next_status": "scheduled", "delay_s": 5.0, "error": "boom", "fingerprint": "f0", "outcome": "failed", "dlq_reason": "exhausted"}
 WITH failed AS (
     UPDATE jobs j
     SET status = %(next_status)s::job_status,
@@ -221,6 +233,7 @@ FROM failed f
 
 -- name: job_release_many
 -- Give jobs back without charging the attempt (graceful drain): → queued, execution 'released'.
+-- explain: {"ids": ["$job_id"], "seqs": [1]}
 WITH released AS (
     UPDATE jobs j
     SET status = 'queued', attempt = greatest(0, j.attempt - 1), worker_id = NULL,
@@ -243,6 +256,7 @@ FROM released r
 
 -- name: job_cancel_pending
 -- Cancel a job that no worker holds yet (waiting, scheduled or queued) at once.
+-- explain: {}
 UPDATE jobs
 SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now()),
     cancel_requested_at = coalesce(%(now)s, now())
@@ -251,6 +265,7 @@ RETURNING *
 
 -- name: job_request_cancel
 -- Ask the worker holding a job to stop it; the worker hears it on jobyard_cancel or at heartbeat.
+-- explain: {}
 WITH requested AS (
     UPDATE jobs
     SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s, now())),
@@ -264,6 +279,7 @@ FROM requested
 
 -- name: job_finish_cancelled
 -- The worker stopped a job whose cancel was requested: → cancelled, execution 'cancelled'.
+-- explain: {"id": "$job_id", "seq": 1}
 WITH cancelled AS (
     UPDATE jobs j
     SET status = 'cancelled', lock_expires_at = NULL, finished_at = coalesce(%(now)s, now()),
@@ -282,6 +298,7 @@ SELECT id FROM cancelled
 
 -- name: job_log_append
 -- Write a handler log line, only while this worker still holds this run (fenced).
+-- explain: {"id": "$job_id", "seq": 1, "level": "info", "message": "hello", "fields": {}}
 INSERT INTO job_logs (job_id, execution_seq, level, message, fields)
 SELECT j.id, j.execution_seq, %(level)s, %(message)s, %(fields)s
 FROM jobs j
