@@ -233,7 +233,7 @@ async def test_zero_padded_dotted_quads_are_refused_as_invalid_urls(
 
 async def test_ipv6_loopback_is_never_connected(server_v6: LoopbackServer) -> None:
     spy = TransportSpy()
-    with pytest.raises(SSRFBlocked, match="loopback"):
+    with pytest.raises(SSRFBlocked):
         await http_request({"url": server_v6.base + "/"}, transport_factory=spy)
     assert spy.pinned == []
     assert server_v6.connections == 0

@@ -226,6 +226,8 @@ def test_any_spelling_of_a_forbidden_ipv4_is_read_like_libc_and_refused(
         ("ff0e::1", "multicast"),
         ("64:ff9b:1::a00:1", "local-use NAT64"),
         ("2001:db8::1", "documentation"),
+        ("2001:4:112::1", "IETF protocol"),
+        ("2001:20::1", "IETF protocol"),
     ],
 )
 def test_is_forbidden_refuses_listed_range(address: str, reason_part: str) -> None:

@@ -89,6 +89,8 @@ _IPV6_DENY_AFTER_UNWRAP: Final = _table(
         ("::/96", "IPv4-compatible (deprecated)"),
         ("::ffff:0:0:0/96", "IPv4-translated"),
         ("2001::/32", "Teredo tunnel"),
+        # Anycast and protocol blocks (PCP, AMT, AS112, ORCHID); none is a webhook target.
+        ("2001::/23", "IETF protocol assignments"),
     ]
 )
 
