@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -11,12 +12,15 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from jobyard.core.cron import next_fires, parse_cron
 from jobyard.db import dump, embedded, explain, migrate
 from jobyard.db.pool import connect_sync, resolve_database_url
 from jobyard.db.seed import seed_demo
 from jobyard.db.urls import display_url
+from jobyard.domain.errors import ConfigurationError, ValidationFailed
 from jobyard.domain.settings import Settings
 from jobyard.logs import configure_logging
+from jobyard.scheduler.runner import run_scheduler
 from jobyard.supervisor import ChildSpec, supervise
 
 app = typer.Typer(
@@ -28,6 +32,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Manage the database (embedded or DATABASE_URL).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+schedules_app = typer.Typer(help="Cron schedules: preview fire times.", no_args_is_help=True)
+app.add_typer(schedules_app, name="schedules")
 
 out = Console()
 err = Console(stderr=True)
@@ -229,6 +235,56 @@ def seed_cmd(data_dir: DataDir = None) -> None:
 
 # Processes `up` and `demo` run as children. Each later process package adds its entry.
 UP_CHILDREN: list[ChildSpec] = []
+UP_CHILDREN.append(ChildSpec("scheduler", ["scheduler"]))
+
+
+@app.command("scheduler")
+def scheduler_cmd(data_dir: DataDir = None) -> None:
+    """Run the cron materializer, promoter, lease reaper, dead-worker sweep and retention loops
+    until SIGTERM/SIGINT (exit 0). Run as many replicas as you like: no leader is needed."""
+    settings = load_settings(data_dir=data_dir)
+    try:
+        code = run_scheduler(settings)
+    except ConfigurationError as exc:
+        raise fail(exc.message, "check the JOBYARD_* scheduler settings") from None
+    raise typer.Exit(code)
+
+
+@schedules_app.command("preview")
+def schedules_preview(
+    expr: Annotated[str, typer.Argument(help='Cron expression, e.g. "0 9 * * 1-5".')],
+    tz: Annotated[str, typer.Option("--tz", help="IANA timezone, e.g. Asia/Kolkata.")] = "UTC",
+    n: Annotated[int, typer.Option("-n", min=1, max=100, help="How many fire times.")] = 5,
+    seconds: Annotated[
+        bool, typer.Option("--seconds", help="The expression has a leading seconds field.")
+    ] = False,
+    after: Annotated[
+        str | None, typer.Option("--after", help="Start after this ISO time (default: now).")
+    ] = None,
+) -> None:
+    """Print the next N fire times of a cron expression (local time and UTC)."""
+    try:
+        spec = parse_cron(expr, tz, seconds=True if seconds else None)
+        start = _parse_after(after)
+    except ValidationFailed as exc:
+        raise fail(exc.message, "see docs/SCHEDULER.md for the cron syntax and DST rules") from None
+    zone = spec.zone
+    for fire in next_fires(spec, start, n):
+        local = fire.astimezone(zone)
+        out.print(
+            f"{local:%Y-%m-%d %a %H:%M:%S} {local.tzname()} ({local:%z})"
+            f"  =  {fire:%Y-%m-%dT%H:%M:%S}Z"
+        )
+
+
+def _parse_after(after: str | None) -> datetime:
+    if after is None:
+        return datetime.now(UTC)  # a preview only; the scheduler itself uses the database clock
+    try:
+        value = datetime.fromisoformat(after.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationFailed(f"--after: not an ISO 8601 time: {after!r}", field="after") from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 @app.command("up")

@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
 
+    # The project a worker, `jobyard enqueue` or an SDK App works in ("org/project" or an id).
+    project: str = "demo/default"
+
     # Worker: heartbeat every 5 s, each extending the lease to 30 s (engine rule 2).
     worker_concurrency: int = Field(default=10, ge=1, le=1000)
     heartbeat_interval_s: float = Field(default=5.0, gt=0, le=300)
@@ -45,6 +48,8 @@ class Settings(BaseSettings):
     cron_interval_s: float = Field(default=1.0, gt=0)
     reaper_interval_s: float = Field(default=10.0, gt=0)
     sweep_interval_s: float = Field(default=15.0, gt=0)
+    # A worker silent this long is dead (3 leases: its leases have all expired by then).
+    sweep_after_s: float = Field(default=90.0, gt=0, le=86400)
     retention_interval_s: float = Field(default=3600.0, gt=0)
     retention_jobs_s: float = Field(default=7 * 86400.0, gt=0)
     retention_heartbeats_s: float = Field(default=86400.0, gt=0)

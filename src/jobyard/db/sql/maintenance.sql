@@ -1,0 +1,172 @@
+-- name: job_promote_due
+-- Move up to `batch` due scheduled jobs (delayed enqueues, retries) to queued; NOTIFY each
+-- queue once. Racing promoters skip each other's rows, so each job is promoted once.
+-- explain: {"batch": 1000, "now": null}
+WITH due AS MATERIALIZED (
+    -- jobs_scheduled_idx (run_at) WHERE status = 'scheduled' supplies this order: no sort.
+    SELECT j.id
+    FROM jobs j
+    WHERE j.status = 'scheduled' AND j.run_at <= coalesce(%(now)s, now())
+    ORDER BY j.run_at
+    LIMIT %(batch)s
+    FOR UPDATE OF j SKIP LOCKED
+), promoted AS (
+    UPDATE jobs j
+    SET status = 'queued', updated_at = coalesce(%(now)s, now())
+    FROM due
+    -- Compare-and-set: only a job still scheduled is promoted (a cancel may have won).
+    WHERE j.id = due.id AND j.status = 'scheduled'
+    RETURNING j.queue_id
+), per_queue AS MATERIALIZED (
+    -- MATERIALIZED with a volatile call: pg_notify runs once per promoted queue.
+    SELECT p.queue_id, count(*) AS promoted, pg_notify('jobyard_jobs', p.queue_id::text) AS sent
+    FROM promoted p
+    GROUP BY p.queue_id
+)
+SELECT queue_id, promoted FROM per_queue
+
+-- name: lease_reap
+-- Take back held jobs whose lease expired (more than grace_s ago) or whose worker is in
+-- worker_ids (declared dead): requeue with the attempt refunded, or dead-letter a poison pill.
+-- One statement per batch; a heartbeat or completion that locks the row first wins.
+-- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "now": null}
+WITH expired AS MATERIALIZED (
+    -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
+    -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
+    -- a lease extended after our snapshot is not taken.
+    SELECT j.id, j.worker_id, j.execution_seq,
+           (j.lease_lost_count + 1 >= %(poison_threshold)s) AS poison,
+           (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
+    FROM jobs j
+    WHERE j.status IN ('claimed', 'running')
+      AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
+           OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
+    LIMIT %(batch)s
+    FOR UPDATE OF j SKIP LOCKED
+), reaped AS (
+    UPDATE jobs j
+    SET status = CASE WHEN x.poison THEN 'dead_letter'::job_status ELSE 'queued'::job_status END,
+        -- Refund: the run died with its worker, the job did not fail. A poison pill keeps it.
+        attempt = CASE WHEN x.poison THEN j.attempt ELSE greatest(0, j.attempt - 1) END,
+        lease_lost_count = j.lease_lost_count + 1,
+        worker_id = NULL, lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
+        finished_at = CASE WHEN x.poison THEN coalesce(%(now)s, now()) END,
+        last_error = CASE WHEN x.poison
+            THEN format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1)
+            ELSE j.last_error END,
+        error_fingerprint = CASE WHEN x.poison
+            THEN md5(format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1))
+            ELSE j.error_fingerprint END,
+        updated_at = coalesce(%(now)s, now())
+    FROM expired x
+    -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
+    WHERE j.id = x.id
+      AND j.status IN ('claimed', 'running')
+      AND j.execution_seq = x.execution_seq
+      AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
+           OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
+    RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.status,
+              j.attempt, j.execution_seq, j.last_error, j.error_fingerprint,
+              x.worker_id AS lost_worker_id, x.poison, x.worker_dead
+), closed AS (
+    UPDATE job_executions e
+    SET outcome = 'lease_lost', attempt_charged = r.poison,
+        finished_at = coalesce(%(now)s, now()),
+        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int),
+        error = CASE WHEN r.worker_dead THEN 'worker declared dead (no heartbeat)'
+                     ELSE 'lease expired (no heartbeat)' END
+    FROM reaped r
+    WHERE e.job_id = r.id AND e.execution_seq = r.execution_seq AND e.outcome IS NULL
+), lettered AS (
+    INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, priority, reason,
+                                  error, error_fingerprint, attempts, dead_lettered_at)
+    SELECT r.project_id, r.queue_id, r.id, r.handler, r.payload, r.priority, 'poison_pill',
+           r.last_error, r.error_fingerprint, r.attempt, coalesce(%(now)s, now())
+    FROM reaped r
+    WHERE r.poison
+), notified AS MATERIALIZED (
+    -- One NOTIFY per queue that got jobs back.
+    SELECT d.queue_id, pg_notify('jobyard_jobs', d.queue_id::text) AS sent
+    FROM (SELECT DISTINCT queue_id FROM reaped WHERE NOT poison) d
+)
+SELECT r.id AS job_id, r.queue_id, r.status::text AS status, r.lost_worker_id AS worker_id,
+       r.execution_seq, r.worker_dead, (SELECT count(*) FROM notified) AS queues_notified
+FROM reaped r
+
+-- name: worker_sweep_dead
+-- Mark up to `batch` workers silent for longer than sweep_after_s as dead; returns their ids.
+-- explain: {"batch": 100, "sweep_after_s": 90.0, "now": null}
+WITH stale AS MATERIALIZED (
+    -- workers_live_heartbeat_idx (last_heartbeat_at) WHERE status IN ('active', 'draining').
+    SELECT w.id
+    FROM workers w
+    WHERE w.status IN ('active', 'draining')
+      AND w.last_heartbeat_at < coalesce(%(now)s, now()) - make_interval(secs => %(sweep_after_s)s)
+    ORDER BY w.last_heartbeat_at
+    LIMIT %(batch)s
+    FOR UPDATE OF w SKIP LOCKED
+)
+UPDATE workers w
+SET status = 'dead', stopped_at = coalesce(%(now)s, now())
+FROM stale
+-- Re-check on the locked row: a heartbeat that got there first keeps the worker alive.
+WHERE w.id = stale.id
+  AND w.status IN ('active', 'draining')
+  AND w.last_heartbeat_at < coalesce(%(now)s, now()) - make_interval(secs => %(sweep_after_s)s)
+RETURNING w.id, w.last_heartbeat_at
+
+-- name: retention_delete_jobs
+-- Delete up to `batch` terminal jobs finished more than age_s ago (executions and logs cascade;
+-- dead_letter_jobs rows stay, their job_id is nulled).
+-- explain: {"batch": 5000, "age_s": 604800.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    -- jobs_finished_idx (finished_at) bounds the scan; LIMIT bounds the statement.
+    SELECT j.id
+    FROM jobs j
+    WHERE j.finished_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+      AND j.status IN ('done', 'dead_letter', 'cancelled')
+    ORDER BY j.finished_at
+    LIMIT %(batch)s
+    FOR UPDATE OF j SKIP LOCKED
+)
+DELETE FROM jobs j USING doomed d WHERE j.id = d.id
+
+-- name: retention_delete_heartbeats
+-- Delete up to `batch` worker heartbeats older than age_s.
+-- explain: {"batch": 5000, "age_s": 86400.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    SELECT h.id
+    FROM worker_heartbeats h
+    WHERE h.beat_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+    ORDER BY h.beat_at
+    LIMIT %(batch)s
+    FOR UPDATE OF h SKIP LOCKED
+)
+DELETE FROM worker_heartbeats h USING doomed d WHERE h.id = d.id
+
+-- name: retention_delete_refresh_tokens
+-- Delete up to `batch` refresh tokens that expired more than age_s ago (useless to anyone).
+-- explain: {"batch": 5000, "age_s": 0.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    SELECT t.id
+    FROM refresh_tokens t
+    WHERE t.expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+    ORDER BY t.expires_at
+    LIMIT %(batch)s
+    FOR UPDATE OF t SKIP LOCKED
+)
+DELETE FROM refresh_tokens t USING doomed d WHERE t.id = d.id
+
+-- name: retention_delete_rate_limits
+-- Delete up to `batch` rate-limit counters whose window started more than age_s ago.
+-- explain: {"batch": 5000, "age_s": 86400.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    SELECT c.bucket, c.window_start
+    FROM rate_limit_counters c
+    WHERE c.window_start < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+    ORDER BY c.window_start
+    LIMIT %(batch)s
+    FOR UPDATE OF c SKIP LOCKED
+)
+DELETE FROM rate_limit_counters c USING doomed d
+WHERE c.bucket = d.bucket AND c.window_start = d.window_start

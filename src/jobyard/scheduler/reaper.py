@@ -1,0 +1,73 @@
+"""The lease reaper loop: held jobs whose lease expired go back to queued (attempt refunded) or,
+on their poison_threshold-th lost lease, to the dead-letter queue.
+
+After a database outage (and at start) it holds off for one lease (`OutageGrace`): no worker
+could heartbeat while the database was away, so leases that expired meanwhile are not proof of
+death until live workers have had a full lease to extend them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobyard.core.maintenance import db_now, reap_expired_leases
+from jobyard.db.pool import Conn
+from jobyard.scheduler.service import (
+    Config,
+    LoopService,
+    OutageGrace,
+    PassResult,
+    check_int,
+    check_number,
+)
+
+
+@dataclass(frozen=True)
+class ReaperConfig(Config):
+    interval_s: float = 10.0
+    batch: int = 500
+    lease_s: float = 30.0
+    poison_threshold: int = 3
+    # Extra slack on every expiry; 0 because only the database clock is compared with itself.
+    grace_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_number("lease_s", self.lease_s, 0, 86_400, lo_open=True)
+        check_int("poison_threshold", self.poison_threshold, 1, 100)
+        check_number("grace_s", self.grace_s, 0, 86_400, lo_open=False)
+
+
+class Reaper(LoopService):
+    name = "reaper"
+    config: ReaperConfig
+
+    def __init__(self, config: ReaperConfig | None = None) -> None:
+        super().__init__(config or ReaperConfig())
+        self.grace = OutageGrace(self.config.lease_s)
+
+    def on_unavailable(self) -> None:
+        self.grace.lost()
+
+    async def run_once(self, conn: Conn, now: datetime | None = None) -> PassResult:
+        if self.grace.active and self.grace.holding_off(await db_now(conn, now)):
+            return PassResult(counts={"requeued": 0, "dead_lettered": 0, "held_off": 1})
+        requeued = lettered = 0
+        more = False
+        for _ in range(self.config.max_batches):
+            result = await reap_expired_leases(
+                conn,
+                batch=self.config.batch,
+                grace_s=self.config.grace_s,
+                poison_threshold=self.config.poison_threshold,
+                now=now,
+            )
+            requeued += result.requeued
+            lettered += result.dead_lettered
+            more = result.reaped >= self.config.batch
+            if not more:
+                break
+        return PassResult(
+            counts={"requeued": requeued, "dead_lettered": lettered, "held_off": 0}, more=more
+        )
