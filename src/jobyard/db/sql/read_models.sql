@@ -1,0 +1,354 @@
+-- name: read_queues_page
+-- Queues of a project, keyset by id ascending, with their policy name.
+-- explain: {"after_id": null, "limit": 51}
+SELECT q.*, p.name AS retry_policy_name
+FROM queues q
+LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
+WHERE q.project_id = %(project_id)s
+  AND (%(after_id)s::bigint IS NULL OR q.id > %(after_id)s::bigint)
+ORDER BY q.id
+LIMIT %(limit)s
+
+-- name: read_queue_get
+-- One queue of a project, with its policy name.
+SELECT q.*, p.name AS retry_policy_name
+FROM queues q
+LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
+WHERE q.project_id = %(project_id)s AND q.id = %(queue_id)s
+
+-- name: read_retry_policies_page
+-- Retry policies of a project, keyset by id ascending, with how many queues use each.
+SELECT p.*, (SELECT count(*) FROM queues q WHERE q.retry_policy_id = p.id) AS queue_count
+FROM retry_policies p
+WHERE p.project_id = %(project_id)s
+  AND (%(after_id)s::bigint IS NULL OR p.id > %(after_id)s::bigint)
+ORDER BY p.id
+LIMIT %(limit)s
+
+-- name: read_retry_policy_get
+-- One retry policy of a project, with how many queues use it.
+SELECT p.*, (SELECT count(*) FROM queues q WHERE q.retry_policy_id = p.id) AS queue_count
+FROM retry_policies p
+WHERE p.project_id = %(project_id)s AND p.id = %(policy_id)s
+
+-- name: read_jobs_page
+-- The job explorer: newest first, keyset on id, every filter optional (NULL = not filtered).
+-- explain: {"before_id": null, "statuses": null, "queue": null, "handler": null, "created_from": null, "created_to": null, "fingerprint": null, "limit": 51}
+SELECT j.id, q.name AS queue, j.queue_id, j.handler, j.status, j.priority, j.run_at,
+       j.attempt, j.max_attempts, j.execution_seq, j.idempotency_key, j.batch_id,
+       j.schedule_id, j.worker_id, j.claimed_at, j.started_at, j.finished_at,
+       j.cancel_requested_at, j.last_error, j.error_fingerprint, j.timeout_ms,
+       j.created_at, j.updated_at
+FROM jobs j
+JOIN queues q ON q.id = j.queue_id
+WHERE j.project_id = %(project_id)s
+  -- Keyset, not OFFSET: rows inserted meanwhile get larger ids and never shift later pages.
+  AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s::bigint)
+  AND (%(statuses)s::job_status[] IS NULL OR j.status = ANY(%(statuses)s::job_status[]))
+  AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+  AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
+  AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s::timestamptz)
+  AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s::timestamptz)
+  AND (%(fingerprint)s::text IS NULL OR j.error_fingerprint = %(fingerprint)s::text)
+ORDER BY j.id DESC
+LIMIT %(limit)s
+
+-- name: read_job_get
+-- One job of a project with its queue name.
+-- explain: {}
+SELECT j.*, q.name AS queue
+FROM jobs j
+JOIN queues q ON q.id = j.queue_id
+WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
+
+-- name: read_job_execution_summary
+-- Per-job execution counts by outcome (the summary shown with a job).
+SELECT count(*) AS total,
+       count(*) FILTER (WHERE e.outcome IS NULL) AS open,
+       count(*) FILTER (WHERE e.outcome = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE e.outcome IN ('failed', 'timed_out')) AS failed,
+       count(*) FILTER (WHERE e.outcome = 'lease_lost') AS lease_lost,
+       count(*) FILTER (WHERE e.outcome = 'released') AS released,
+       count(*) FILTER (WHERE e.outcome = 'cancelled') AS cancelled,
+       max(e.execution_seq) AS last_execution_seq
+FROM job_executions e
+JOIN jobs j ON j.id = e.job_id
+WHERE j.project_id = %(project_id)s AND e.job_id = %(job_id)s
+
+-- name: read_job_executions_page
+-- Runs of one job in order, keyset on execution_seq (the identity of a run).
+-- explain: {"after_seq": null, "limit": 51}
+SELECT e.id, e.job_id, e.execution_seq, e.attempt, e.worker_id, e.outcome, e.attempt_charged,
+       e.started_at, e.finished_at, e.duration_ms, e.error, e.error_fingerprint
+FROM job_executions e
+JOIN jobs j ON j.id = e.job_id
+WHERE j.project_id = %(project_id)s AND e.job_id = %(job_id)s
+  AND (%(after_seq)s::int IS NULL OR e.execution_seq > %(after_seq)s::int)
+ORDER BY e.execution_seq
+LIMIT %(limit)s
+
+-- name: read_job_logs_page
+-- Log lines of one job, oldest first, keyset on id; optionally one run only.
+-- explain: {"after_id": null, "execution_seq": null, "limit": 101}
+SELECT l.id, l.job_id, l.execution_seq, l.level, l.message, l.fields, l.created_at
+FROM job_logs l
+JOIN jobs j ON j.id = l.job_id
+WHERE j.project_id = %(project_id)s AND l.job_id = %(job_id)s
+  AND (%(after_id)s::bigint IS NULL OR l.id > %(after_id)s::bigint)
+  AND (%(execution_seq)s::int IS NULL OR l.execution_seq = %(execution_seq)s::int)
+ORDER BY l.id
+LIMIT %(limit)s
+
+-- name: read_workers_page
+-- Workers of a project, newest first, keyset on id; in-flight counted from held jobs.
+-- explain: {"before_id": null, "statuses": null, "limit": 51}
+SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
+       w.started_at, w.last_heartbeat_at, w.stopped_at,
+       coalesce(h.n, 0) AS in_flight
+FROM workers w
+-- Held jobs are few (bounded by capacity) and jobs_held_idx holds exactly them.
+LEFT JOIN (SELECT j.worker_id, count(*) AS n FROM jobs j
+           WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')
+           GROUP BY j.worker_id) h ON h.worker_id = w.id
+WHERE w.project_id = %(project_id)s
+  AND (%(before_id)s::bigint IS NULL OR w.id < %(before_id)s::bigint)
+  AND (%(statuses)s::worker_status[] IS NULL OR w.status = ANY(%(statuses)s::worker_status[]))
+ORDER BY w.id DESC
+LIMIT %(limit)s
+
+-- name: read_worker_get
+-- One worker of a project with its in-flight count.
+SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
+       w.started_at, w.last_heartbeat_at, w.stopped_at,
+       (SELECT count(*) FROM jobs j
+        WHERE j.project_id = %(project_id)s AND j.worker_id = w.id
+          AND j.status IN ('claimed', 'running')) AS in_flight
+FROM workers w
+WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
+
+-- name: read_worker_heartbeats
+-- A worker's most recent heartbeats, newest first (worker_heartbeats_worker_idx order).
+SELECT h.beat_at, h.in_flight, h.capacity
+FROM worker_heartbeats h
+JOIN workers w ON w.id = h.worker_id
+WHERE w.project_id = %(project_id)s AND h.worker_id = %(worker_id)s
+ORDER BY h.beat_at DESC
+LIMIT %(limit)s
+
+-- name: read_dlq_page
+-- Dead letters of a project, newest first, keyset on id; filter by queue name and fingerprint.
+-- explain: {"before_id": null, "queue": null, "fingerprint": null, "limit": 51}
+SELECT d.id, q.name AS queue, d.queue_id, d.job_id, d.handler, d.priority, d.reason, d.error,
+       d.error_fingerprint, d.attempts, d.dead_lettered_at, d.replayed_at, d.replay_job_id
+FROM dead_letter_jobs d
+JOIN queues q ON q.id = d.queue_id
+WHERE d.project_id = %(project_id)s
+  AND (%(before_id)s::bigint IS NULL OR d.id < %(before_id)s::bigint)
+  AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+  AND (%(fingerprint)s::text IS NULL OR d.error_fingerprint = %(fingerprint)s::text)
+ORDER BY d.id DESC
+LIMIT %(limit)s
+
+-- name: read_dlq_get
+-- One dead letter of a project (with its payload) and its queue name.
+SELECT d.*, q.name AS queue
+FROM dead_letter_jobs d
+JOIN queues q ON q.id = d.queue_id
+WHERE d.project_id = %(project_id)s AND d.id = %(dlq_id)s
+
+-- name: read_schedules_page
+-- Schedules of a project, keyset by id ascending, with their queue name.
+-- explain: {"after_id": null, "limit": 51}
+SELECT s.*, q.name AS queue
+FROM scheduled_jobs s
+JOIN queues q ON q.id = s.queue_id
+WHERE s.project_id = %(project_id)s
+  AND (%(after_id)s::bigint IS NULL OR s.id > %(after_id)s::bigint)
+ORDER BY s.id
+LIMIT %(limit)s
+
+-- name: read_metrics_queues
+-- Per-queue depth by state (claimable vs scheduled kept apart), in flight, live capacity.
+-- explain: {}
+WITH live AS (
+    -- Only unfinished rows: jobs_project_status_idx serves this however many jobs are done.
+    SELECT j.queue_id,
+           count(*) FILTER (WHERE j.status = 'queued') AS queued,
+           count(*) FILTER (WHERE j.status = 'scheduled') AS scheduled,
+           count(*) FILTER (WHERE j.status = 'scheduled'
+                             AND j.run_at <= coalesce(%(now)s, now())) AS scheduled_due,
+           count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
+           count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE j.status = 'running') AS running,
+           min(j.run_at) FILTER (WHERE j.status = 'queued') AS oldest_queued_run_at
+    FROM jobs j
+    WHERE j.project_id = %(project_id)s
+      AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running')
+    GROUP BY j.queue_id
+), letters AS (
+    SELECT d.queue_id, count(*) AS dead_letters
+    FROM dead_letter_jobs d
+    WHERE d.project_id = %(project_id)s AND d.replayed_at IS NULL
+    GROUP BY d.queue_id
+)
+SELECT q.id, q.name, q.is_paused, q.max_concurrency, q.priority,
+       coalesce(l.queued, 0) AS queued,
+       coalesce(l.scheduled, 0) AS scheduled,
+       coalesce(l.scheduled_due, 0) AS scheduled_due,
+       coalesce(l.waiting, 0) AS waiting,
+       coalesce(l.claimed, 0) + coalesce(l.running, 0) AS in_flight,
+       coalesce(l.running, 0) AS running,
+       coalesce(d.dead_letters, 0) AS dead_letters,
+       greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - l.oldest_queued_run_at))::float8
+           AS oldest_queued_age_s,
+       -- Capacity a queue can draw on: active workers that listen to it (shared between queues).
+       (SELECT coalesce(sum(w.concurrency), 0) FROM workers w
+        WHERE w.project_id = q.project_id AND w.status = 'active'
+          AND q.name = ANY(w.queues)) AS worker_capacity
+FROM queues q
+LEFT JOIN live l ON l.queue_id = q.id
+LEFT JOIN letters d ON d.queue_id = q.id
+WHERE q.project_id = %(project_id)s
+ORDER BY q.name
+
+-- name: read_metrics_workers
+-- Project totals: live workers, their capacity, and jobs in flight.
+SELECT count(*) FILTER (WHERE w.status = 'active') AS active,
+       count(*) FILTER (WHERE w.status = 'draining') AS draining,
+       coalesce(sum(w.concurrency) FILTER (WHERE w.status = 'active'), 0) AS capacity,
+       (SELECT count(*) FROM jobs j
+        WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')) AS in_flight
+FROM workers w
+WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
+
+-- name: read_metrics_throughput
+-- Finished runs per minute for the last 60 minutes (every minute present, zeros included).
+-- explain: {"queue": null}
+WITH minutes AS (
+    SELECT generate_series(date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes',
+                           date_trunc('minute', coalesce(%(now)s, now())),
+                           interval '1 minute') AS minute
+), candidates AS (
+    -- job_executions has no finished_at index (it would make every finish a non-HOT update), so
+    -- reach the runs through their jobs: a run that finished in the window belongs to a job that
+    -- is unfinished and has run before, or that finished in the window itself. Both sets come
+    -- from indexes on jobs and are bounded by the backlog and one hour's work, not by history.
+    SELECT j.id, j.queue_id FROM jobs j
+    WHERE j.project_id = %(project_id)s
+      AND j.status IN ('scheduled', 'queued', 'claimed', 'running') AND j.execution_seq > 0
+    UNION ALL
+    SELECT j.id, j.queue_id FROM jobs j
+    WHERE j.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
+      AND j.project_id = %(project_id)s
+), finished AS (
+    SELECT date_trunc('minute', e.finished_at) AS minute, e.outcome
+    FROM candidates c
+    JOIN job_executions e ON e.job_id = c.id
+    WHERE e.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
+      AND e.finished_at < date_trunc('minute', coalesce(%(now)s, now())) + interval '1 minute'
+      AND (%(queue)s::text IS NULL OR c.queue_id = (
+          SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
+)
+SELECT m.minute,
+       count(f.outcome) FILTER (WHERE f.outcome = 'succeeded') AS done,
+       count(f.outcome) FILTER (WHERE f.outcome IN ('failed', 'timed_out')) AS failed
+FROM minutes m
+LEFT JOIN finished f ON f.minute = m.minute
+GROUP BY m.minute
+ORDER BY m.minute
+
+-- name: read_metrics_outcomes
+-- Runs finished in the last 60 minutes by outcome, and run-time and queue-wait percentiles.
+-- explain: {"queue": null}
+WITH candidates AS (
+    -- Same reach as read_metrics_throughput: jobs that may own a run finished in the window.
+    SELECT j.id, j.queue_id, j.execution_seq, j.run_at, j.status FROM jobs j
+    WHERE j.project_id = %(project_id)s
+      AND j.status IN ('scheduled', 'queued', 'claimed', 'running') AND j.execution_seq > 0
+    UNION ALL
+    SELECT j.id, j.queue_id, j.execution_seq, j.run_at, j.status FROM jobs j
+    WHERE j.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
+      AND j.project_id = %(project_id)s
+), finished AS (
+    SELECT e.outcome, e.duration_ms::float8 AS duration_ms,
+           -- Queue wait is measured on a finished job's latest run: run_at is that run's due time.
+           CASE WHEN e.execution_seq = c.execution_seq
+                     AND c.status IN ('done', 'dead_letter', 'cancelled')
+                THEN greatest(0, extract(epoch FROM e.started_at - c.run_at) * 1000)::float8
+           END AS wait_ms
+    FROM candidates c
+    JOIN job_executions e ON e.job_id = c.id
+    WHERE e.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
+      AND e.finished_at <= coalesce(%(now)s, now())
+      AND (%(queue)s::text IS NULL OR c.queue_id = (
+          SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
+)
+SELECT count(*) AS finished,
+       count(*) FILTER (WHERE outcome = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE outcome = 'failed') AS failed,
+       count(*) FILTER (WHERE outcome = 'timed_out') AS timed_out,
+       count(*) FILTER (WHERE outcome = 'lease_lost') AS lease_lost,
+       count(*) FILTER (WHERE outcome = 'released') AS released,
+       count(*) FILTER (WHERE outcome = 'cancelled') AS cancelled,
+       percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY duration_ms)
+           AS run_ms,
+       percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY wait_ms)
+           AS wait_ms
+FROM finished
+
+-- name: read_prom_queues
+-- Every queue of every project with its unfinished-job counts (the /metrics scrape).
+-- explain: {}
+WITH live AS (
+    -- Per project through jobs_project_status_idx: only unfinished rows, never finished history.
+    SELECT c.*
+    FROM projects p
+    CROSS JOIN LATERAL (
+        SELECT j.queue_id,
+               count(*) FILTER (WHERE j.status = 'queued') AS queued,
+               count(*) FILTER (WHERE j.status = 'scheduled') AS scheduled,
+               count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
+               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
+               count(*) FILTER (WHERE j.status = 'running') AS running,
+               min(j.run_at) FILTER (WHERE j.status = 'queued') AS oldest_queued_run_at
+        FROM jobs j
+        WHERE j.project_id = p.id
+          AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running')
+        GROUP BY j.queue_id
+    ) c
+), letters AS (
+    SELECT d.queue_id, count(*) AS n FROM dead_letter_jobs d
+    WHERE d.replayed_at IS NULL GROUP BY d.queue_id
+)
+SELECT o.slug AS org, p.slug AS project, q.name AS queue, q.is_paused,
+       coalesce(l.queued, 0) AS queued, coalesce(l.scheduled, 0) AS scheduled,
+       coalesce(l.waiting, 0) AS waiting, coalesce(l.claimed, 0) AS claimed,
+       coalesce(l.running, 0) AS running,
+       coalesce(greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - l.oldest_queued_run_at)),
+                0)::float8 AS oldest_queued_age_s,
+       coalesce(d.n, 0) AS dead_letters
+FROM queues q
+JOIN projects p ON p.id = q.project_id
+JOIN organizations o ON o.id = p.org_id
+LEFT JOIN live l ON l.queue_id = q.id
+LEFT JOIN letters d ON d.queue_id = q.id
+ORDER BY o.slug, p.slug, q.name
+
+-- name: read_prom_workers
+-- Live workers per project and status, with their capacity and held jobs.
+-- explain: {}
+WITH held AS (
+    SELECT j.worker_id, count(*) AS n FROM jobs j
+    WHERE j.status IN ('claimed', 'running') AND j.worker_id IS NOT NULL
+    GROUP BY j.worker_id
+)
+SELECT o.slug AS org, p.slug AS project, w.status, count(*) AS workers,
+       coalesce(sum(w.concurrency), 0) AS capacity,
+       coalesce(sum(h.n), 0)::bigint AS in_flight
+FROM workers w
+JOIN projects p ON p.id = w.project_id
+JOIN organizations o ON o.id = p.org_id
+LEFT JOIN held h ON h.worker_id = w.id
+WHERE w.status IN ('active', 'draining')
+GROUP BY o.slug, p.slug, w.status
+ORDER BY o.slug, p.slug, w.status
