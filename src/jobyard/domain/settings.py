@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
 
+    # The project a worker, `jobyard enqueue` or an SDK App works in ("org/project" or an id).
+    project: str = "demo/default"
+
     # Worker: heartbeat every 5 s, each extending the lease to 30 s (engine rule 2).
     worker_concurrency: int = Field(default=10, ge=1, le=1000)
     heartbeat_interval_s: float = Field(default=5.0, gt=0, le=300)
