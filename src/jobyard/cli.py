@@ -11,17 +11,19 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 
 from jobyard.core.cron import next_fires, parse_cron
 from jobyard.db import dump, embedded, explain, migrate
-from jobyard.db.pool import connect_sync, resolve_database_url
+from jobyard.db.pool import CONNECTION_ERRORS, connect_sync, resolve_database_url
 from jobyard.db.seed import seed_demo
 from jobyard.db.urls import display_url
-from jobyard.domain.errors import ConfigurationError, ValidationFailed
+from jobyard.domain.errors import ConfigurationError, JobyardError, ValidationFailed
 from jobyard.domain.settings import Settings
 from jobyard.logs import configure_logging
 from jobyard.scheduler.runner import run_scheduler
 from jobyard.supervisor import ChildSpec, supervise
+from jobyard.worker.commands import enqueue_job, recent_jobs, start_worker
 
 app = typer.Typer(
     name="jobyard",
@@ -285,6 +287,124 @@ def _parse_after(after: str | None) -> datetime:
     except ValueError:
         raise ValidationFailed(f"--after: not an ISO 8601 time: {after!r}", field="after") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+# ----------------------------------------------------------------------------- worker
+
+UP_CHILDREN.append(
+    ChildSpec(
+        "worker",
+        ["worker", "--queues", "default,critical,reports", "--app", "jobyard.worker.demo_app:app"],
+    )
+)
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option("--project", help="'org/project' or a project id (default: JOBYARD_PROJECT)."),
+]
+
+
+@app.command("worker")
+def worker_cmd(
+    queues: Annotated[
+        str, typer.Option("--queues", "-q", help="Comma-separated queues, highest priority first.")
+    ] = "default",
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", "-c", min=1, max=1000, help="Jobs run at once."),
+    ] = None,
+    app_ref: Annotated[
+        str | None,
+        typer.Option("--app", help="Your tasks as 'module:app'; without it, built-ins only."),
+    ] = None,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Run jobs: wait (LISTEN + poll), claim, run handlers, heartbeat; drain on SIGTERM/SIGINT."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    try:
+        code = start_worker(
+            settings, url, queues=queues, concurrency=concurrency, app_ref=app_ref, project=project
+        )
+    except JobyardError as exc:
+        raise fail(exc.message, "see docs/WORKER.md") from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
+    raise typer.Exit(code)
+
+
+@app.command("enqueue")
+def enqueue_cmd(
+    handler: Annotated[str, typer.Argument(help="Handler name: noop, sleep, fail, http_request…")],
+    queue: Annotated[str, typer.Option("--queue", "-q", help="Queue name.")] = "default",
+    payload: Annotated[str, typer.Option("--payload", "-p", help="JSON payload.")] = "{}",
+    delay: Annotated[
+        str | None, typer.Option("--delay", help="Run later: 5s, 500ms, 2m, 1h.")
+    ] = None,
+    priority: Annotated[
+        int, typer.Option("--priority", min=-1000, max=1000, help="Higher runs first.")
+    ] = 0,
+    idempotency_key: Annotated[
+        str | None, typer.Option("--idempotency-key", help="Enqueue at most once per key.")
+    ] = None,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Enqueue one job and print its id and status."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    try:
+        job = enqueue_job(
+            settings,
+            url,
+            handler=handler,
+            queue=queue,
+            payload=payload,
+            delay=delay,
+            priority=priority,
+            idempotency_key=idempotency_key,
+            project=project,
+        )
+    except JobyardError as exc:
+        raise fail(exc.message) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
+    note = "" if job.created else " (already enqueued with this idempotency key)"
+    out.print(f"job {job.id} {job.status}{note}")
+
+
+@app.command("jobs")
+def jobs_cmd(
+    status: Annotated[
+        str | None, typer.Option("--status", "-s", help="e.g. queued, failed.")
+    ] = None,
+    queue: Annotated[str | None, typer.Option("--queue", "-q", help="Queue name.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """List the newest jobs (id, queue, handler, status, attempt, run_at, last_error)."""
+    settings = load_settings(data_dir=data_dir)
+    url = resolve_database_url(settings)
+    try:
+        rows = recent_jobs(settings, url, status=status, queue=queue, limit=limit, project=project)
+    except JobyardError as exc:
+        raise fail(exc.message) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
+    table = Table("id", "queue", "handler", "status", "attempt", "run_at", "last_error")
+    for row in rows:
+        error = row["last_error"] or ""
+        table.add_row(
+            str(row["id"]),
+            row["queue"],
+            row["handler"],
+            row["status"],
+            f"{row['attempt']}/{row['max_attempts']}",
+            f"{row['run_at']:%Y-%m-%d %H:%M:%S}",
+            error if len(error) <= 60 else error[:59] + "…",
+        )
+    out.print(table)
 
 
 @app.command("up")

@@ -77,7 +77,14 @@ async def enqueue(
             "job_get_by_idempotency_key",
             {"project_id": project_id, "queue": job.queue, "idempotency_key": job.idempotency_key},
         )
-    if existing is None:  # the conflicting row was deleted between the two statements
+    if existing is None:
+        # No row inserted and none to find: the queue is missing (job_insert selects nothing),
+        # or the conflicting row was deleted between the two statements.
+        queue = await run.one(
+            conn, "queue_get_by_name", {"project_id": project_id, "name": job.queue}
+        )
+        if queue is None:
+            raise NotFound(f"queue {job.queue!r} does not exist in this project", field="queue")
         raise IdempotencyConflict("the job for this idempotency key vanished; retry the request")
     if existing["payload"] != job.payload or existing["handler"] != job.handler:
         raise IdempotencyConflict(job_id=existing["id"], idempotency_key=job.idempotency_key)

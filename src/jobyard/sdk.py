@@ -1,0 +1,35 @@
+"""The public library surface, in one place: `from jobyard.sdk import App, JobContext`.
+
+`import jobyard` re-exports the same names lazily (see jobyard/__init__.py).
+"""
+
+from __future__ import annotations
+
+from jobyard.domain.errors import (
+    ConfigurationError,
+    DatabaseUnavailable,
+    IdempotencyConflict,
+    JobyardError,
+    LeaseLost,
+    NotFound,
+    ValidationFailed,
+)
+from jobyard.domain.schemas import RetryOverride
+from jobyard.worker.app import App, Deferred, Task
+from jobyard.worker.context import JobContext, JobLogger
+
+__all__ = [
+    "App",
+    "ConfigurationError",
+    "DatabaseUnavailable",
+    "Deferred",
+    "IdempotencyConflict",
+    "JobContext",
+    "JobLogger",
+    "JobyardError",
+    "LeaseLost",
+    "NotFound",
+    "RetryOverride",
+    "Task",
+    "ValidationFailed",
+]

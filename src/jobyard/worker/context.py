@@ -1,0 +1,108 @@
+"""What a handler receives: the job's identity, its payload, a fenced logger, a cancel signal.
+
+The same `JobContext` serves async handlers (running on the event loop) and plain `def`
+handlers (running in a worker thread). The logger and the cancel check work from both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobyard.domain.models import ClaimedJob
+
+# Writes one job_logs line (fenced); raises LeaseLost when the run is no longer held.
+LogWriter = Callable[[ClaimedJob, str, str, dict[str, Any]], Awaitable[None]]
+
+_LEVELS = ("debug", "info", "warning", "error")
+
+
+class _Written:
+    """Returned by a logger call made from a worker thread: the line is already written, so
+    awaiting it (or not) is harmless."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # pragma: no cover - makes this a generator
+
+
+_WRITTEN = _Written()
+
+
+class JobLogger:
+    """`info/warning/error/debug(message, **fields)` → one `job_logs` row for this run.
+
+    In an `async def` handler, await the call: `await ctx.logger.info("sent", count=3)`.
+    In a plain `def` handler, just call it: `ctx.logger.info("sent", count=3)` blocks until
+    the line is written. Either way a lost lease raises `LeaseLost`, so a stale run stops
+    writing history for a job another worker now owns.
+    """
+
+    def __init__(self, job: ClaimedJob, write: LogWriter, loop: asyncio.AbstractEventLoop) -> None:
+        self._job = job
+        self._write = write
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def debug(self, message: str, **fields: Any) -> Awaitable[None]:
+        return self._emit("debug", message, fields)
+
+    def info(self, message: str, **fields: Any) -> Awaitable[None]:
+        return self._emit("info", message, fields)
+
+    def warning(self, message: str, **fields: Any) -> Awaitable[None]:
+        return self._emit("warning", message, fields)
+
+    def error(self, message: str, **fields: Any) -> Awaitable[None]:
+        return self._emit("error", message, fields)
+
+    def _emit(self, level: str, message: str, fields: dict[str, Any]) -> Awaitable[None]:
+        assert level in _LEVELS
+        coro = self._written(level, str(message), fields)
+        if threading.get_ident() == self._loop_thread:
+            return coro
+        # A thread handler: hand the write to the loop and wait for it here.
+        asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return _WRITTEN
+
+    async def _written(self, level: str, message: str, fields: dict[str, Any]) -> None:
+        await self._write(self._job, level, message, fields)
+
+
+@dataclass
+class JobContext:
+    """Everything a handler may need about the run it is executing.
+
+    `attempt` counts toward `max_attempts` (refunded when infrastructure, not the handler, ended
+    a run); `execution_seq` is unique per physical run — use it (with `job_id`) to deduplicate
+    side effects, since delivery is at-least-once.
+    """
+
+    job_id: int
+    attempt: int
+    execution_seq: int
+    max_attempts: int
+    payload: Any
+    queue: str
+    handler: str
+    logger: JobLogger
+    # Set when the handler should stop: timeout, cancel request, lost lease, or drain expiry.
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    _cancelled_flag: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def is_cancelled(self) -> bool:
+        """Thread-safe: poll this from a plain `def` handler between units of work."""
+        return self._cancelled_flag.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        """Convenience for thread handlers: stop with CancelledError once asked to."""
+        if self.is_cancelled():
+            raise asyncio.CancelledError
+
+    def _signal_cancel(self) -> None:
+        # Called on the event loop thread by the runtime.
+        self._cancelled_flag.set()
+        self.cancelled.set()

@@ -1,0 +1,635 @@
+"""The worker process: wait (LISTEN + poll) → claim → dispatch → record, with heartbeats and drain.
+
+Connections: a small pool for claims, completions, failures and handler logs; one dedicated
+connection that LISTENs; one dedicated connection for heartbeats, so a busy pool can never
+starve the heartbeat that keeps this worker's leases alive.
+
+Every loop rides out a database restart: a connection error is logged, backed off (0.5 s
+doubling to 5 s) and retried on a fresh connection. Handlers keep running meanwhile and their
+results are retried until they land; fencing makes a retried record safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+from jobyard.core import claim, lease, projects, transitions, workers
+from jobyard.core.clock import monotonic
+from jobyard.db import run
+from jobyard.db.pool import Conn, Pool, connect, open_pool
+from jobyard.domain import limits
+from jobyard.domain.enums import ExecutionOutcome
+from jobyard.domain.errors import LeaseLost, ValidationFailed
+from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
+from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
+from jobyard.domain.schemas import payload_size
+from jobyard.domain.settings import Settings
+from jobyard.logs import bound_context, get_logger
+from jobyard.worker.completer import Completer
+from jobyard.worker.context import JobContext, JobLogger
+from jobyard.worker.drain import SignalDrain
+from jobyard.worker.registry import Registry, TaskSpec
+from jobyard.worker.retrying import RETRYABLE, Backoff
+from jobyard.worker.running import Running, StopReason
+
+JOBS_CHANNEL: Final = "jobyard_jobs"
+CANCEL_CHANNEL: Final = "jobyard_cancel"
+# How long a stopped handler gets to unwind before the runtime stops waiting for it.
+CANCEL_WAIT_S: Final = 2.0
+# Re-read queue priority, pause and max_concurrency this often.
+QUEUE_REFRESH_S: Final = 5.0
+
+log = get_logger("jobyard.worker")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    url: str
+    project: str
+    queues: tuple[str, ...]
+    concurrency: int
+    heartbeat_interval_s: float = 5.0
+    lease_s: float = 30.0
+    poll_interval_s: float = 1.0
+    drain_grace_s: float = 30.0
+    pool_max_size: int = 10
+    create_project: bool = True
+    name: str = ""
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        url: str,
+        queues: list[str],
+        concurrency: int | None = None,
+        project: str | None = None,
+    ) -> WorkerConfig:
+        return cls(
+            url=url,
+            project=project or settings.project,
+            queues=tuple(queues),
+            concurrency=concurrency or settings.worker_concurrency,
+            heartbeat_interval_s=settings.heartbeat_interval_s,
+            lease_s=settings.lease_s,
+            poll_interval_s=settings.poll_interval_s,
+            drain_grace_s=settings.drain_grace_s,
+            pool_max_size=settings.pool_max_size,
+            # Outside production a worker may create its project (local development).
+            create_project=settings.env != "prod",
+        )
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, registry: Registry) -> None:
+        if not config.queues:
+            raise ValidationFailed("a worker needs at least one queue", field="queues")
+        self.config = config
+        self.registry = registry
+        self.name = config.name or f"{socket.gethostname()}:{os.getpid()}"
+        self.worker_id = WorkerId(0)
+        self.project_id = ProjectId(0)
+        self.running: dict[JobId, Running] = {}
+        self.queue_refs: list[QueueRef] = []
+        self._queue_ids: set[QueueId] = set()
+        self._queues_read_at = -1e9
+        self._wake = asyncio.Event()
+        self._drain_requested = asyncio.Event()
+        self._saturated = False
+        self._pool: Pool | None = None
+        self._completer: Completer | None = None
+        self._background: list[asyncio.Task[None]] = []
+        self._executor = ThreadPoolExecutor(
+            max_workers=config.concurrency, thread_name_prefix="jobyard-handler"
+        )
+        self._busy_threads = 0
+        self._busy_lock = threading.Lock()
+        self._abandoned: set[asyncio.Task[Any]] = set()
+        self.outcomes: dict[str, int] = {}
+        self.ready = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def request_drain(self) -> None:
+        """Stop claiming and drain (what the first SIGTERM/SIGINT does)."""
+        self._drain_requested.set()
+        self._wake.set()
+
+    @property
+    def abandoned(self) -> int:
+        """Handlers that ignored cancellation and are still running (tasks or threads)."""
+        with self._busy_lock:
+            threads = self._busy_threads
+        return threads + sum(1 for t in self._abandoned if not t.done())
+
+    async def run(self) -> int:
+        """Run until drained; returns the process exit code (0 after a clean drain)."""
+        self._pool = await open_pool(
+            self.config.url,
+            min_size=1,
+            max_size=max(2, min(self.config.pool_max_size, self.config.concurrency + 2)),
+            name="jobyard-worker",
+        )
+        try:
+            await self._with_retry("register", self._register)
+            self._completer = Completer(
+                self._pool, others_running=lambda pending: len(self.running) > pending
+            )
+            for coro in (self._completer.run(), self._heartbeat_loop(), self._listen_loop()):
+                self._background.append(asyncio.create_task(coro))
+            log.info(
+                "worker started",
+                worker_id=self.worker_id,
+                worker=self.name,
+                queues=list(self.config.queues),
+                concurrency=self.config.concurrency,
+                handlers=self.registry.names(),
+            )
+            self.ready.set()
+            await self._claim_loop()
+            await self._drain()
+            await self._with_retry("stop", self._stop_row)
+            log.info("worker stopped", worker_id=self.worker_id, outcomes=self.outcomes)
+            return 0
+        finally:
+            for task in self._background:
+                task.cancel()
+            await asyncio.gather(*self._background, return_exceptions=True)
+            self._background.clear()
+            await self._pool.close()
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _register(self, conn: Conn) -> None:
+        self.project_id = await projects.resolve_project(
+            conn, self.config.project, create=self.config.create_project
+        )
+        await projects.ensure_queues(conn, self.project_id, list(self.config.queues))
+        self.worker_id = await workers.register(
+            conn,
+            self.project_id,
+            name=self.name,
+            queues=list(self.config.queues),
+            concurrency=self.config.concurrency,
+        )
+        await self._read_queues(conn)
+
+    async def _stop_row(self, conn: Conn) -> None:
+        await workers.stop(conn, self.worker_id)
+
+    async def _read_queues(self, conn: Conn) -> None:
+        self.queue_refs = await claim.queues_by_names(
+            conn, self.project_id, list(self.config.queues)
+        )
+        self._queue_ids = {q.id for q in self.queue_refs}
+        self._queues_read_at = monotonic()
+
+    async def _with_retry(self, what: str, op: Callable[[Conn], Awaitable[None]]) -> None:
+        assert self._pool is not None
+        backoff = Backoff(what)
+        while True:
+            try:
+                async with self._pool.connection() as conn:
+                    await op(conn)
+                backoff.reset()
+                return
+            except RETRYABLE as exc:
+                await backoff.wait(exc)
+
+    # ------------------------------------------------------------------ claim
+
+    async def _claim_loop(self) -> None:
+        backoff = Backoff("claim")
+        while not self._drain_requested.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.config.poll_interval_s)
+            self._wake.clear()
+            if self._drain_requested.is_set():
+                break
+            try:
+                await self._claim_round()
+                backoff.reset()
+            except RETRYABLE as exc:
+                await backoff.wait(exc)
+            except Exception:
+                log.exception("claim round failed")
+                await backoff.wait(RuntimeError("claim round failed"))
+
+    async def _claim_round(self) -> None:
+        assert self._pool is not None
+        free = self.config.concurrency - len(self.running)
+        if free <= 0:
+            self._saturated = True
+            return
+        async with self._pool.connection() as conn:
+            if monotonic() - self._queues_read_at > QUEUE_REFRESH_S:
+                await self._read_queues(conn)
+            for queue in self.queue_refs:
+                if free <= 0 or self._drain_requested.is_set():
+                    break
+                if queue.is_paused:
+                    continue
+                # Claim and start in one transaction: a dropped connection rolls both back,
+                # so the jobs stay queued instead of waiting for the reaper.
+                async with conn.transaction():
+                    jobs = await claim.claim_batch(
+                        conn, queue, self.worker_id, free, lease_s=self.config.lease_s
+                    )
+                    started = await transitions.start_many(conn, jobs) if jobs else set()
+                for job in jobs:
+                    if job.id in started:
+                        self._dispatch(job, queue.name)
+                free -= len(jobs)
+        self._saturated = free <= 0
+
+    # ------------------------------------------------------------------ execute
+
+    def _dispatch(self, job: ClaimedJob, queue: str) -> None:
+        loop = asyncio.get_running_loop()
+        spec = self.registry.get(job.handler)
+        ctx = JobContext(
+            job_id=job.id,
+            attempt=job.attempt,
+            execution_seq=job.execution_seq,
+            max_attempts=job.max_attempts,
+            payload=job.payload,
+            queue=queue,
+            handler=job.handler,
+            logger=JobLogger(job, self._append_log, loop),
+        )
+        running = Running(job=job, queue=queue, spec=spec, ctx=ctx, stop=loop.create_future())
+        self.running[job.id] = running
+        running.supervisor = asyncio.create_task(self._execute(running), name=f"job-{job.id}")
+
+    async def _execute(self, r: Running) -> None:
+        started = monotonic()
+        with bound_context(
+            job_id=r.job.id,
+            queue=r.queue,
+            handler=r.job.handler,
+            attempt=r.job.attempt,
+            execution_seq=r.job.execution_seq,
+        ):
+            log.info("job started")
+            outcome = "error"
+            try:
+                outcome = await self._run_and_record(r)
+            finally:
+                if self.running.get(r.job.id) is r:
+                    del self.running[r.job.id]
+                self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+                if self._saturated and not self._drain_requested.is_set():
+                    self._wake.set()
+                log.info(
+                    "job finished",
+                    outcome=outcome,
+                    duration_ms=round((monotonic() - started) * 1000),
+                )
+
+    async def _run_and_record(self, r: Running) -> str:
+        spec = r.spec
+        if spec is None:
+            r.settled = True
+            return await self._record_failure(
+                r,
+                "UnknownHandler",
+                f"no handler named {r.job.handler!r} in this worker "
+                f"(it has: {', '.join(self.registry.names())})",
+            )
+        try:
+            kwargs = spec.arguments(r.ctx)
+        except ValidationFailed as exc:
+            r.settled = True
+            return await self._record_failure(r, "ValidationFailed", exc.message, retryable=False)
+
+        handler = asyncio.create_task(self._invoke(spec, r.ctx, kwargs))
+        r.handler_task = handler
+        await asyncio.wait(
+            {handler, r.stop}, timeout=r.timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        reason = r.stop.result() if r.stop.done() else None
+        if handler.done() and reason is not StopReason.LEASE_LOST:
+            r.settled = True
+            return await self._record_handler_result(r, handler)
+        # Stopped from outside, or the timeout passed with neither done.
+        reason = reason or StopReason.TIMEOUT
+        r.settled = True
+        await self._cancel_handler(r, handler)
+        match reason:
+            case StopReason.LEASE_LOST:
+                # The reaper already recorded this execution as lease_lost; write nothing.
+                log.warning("lease lost; handler stopped")
+                return "lease_lost"
+            case StopReason.TIMEOUT:
+                return await self._record_failure(
+                    r,
+                    "TimeoutError",
+                    f"handler did not finish within {r.timeout_s:g} s",
+                    outcome=ExecutionOutcome.TIMED_OUT,
+                )
+            case StopReason.CANCEL_REQUESTED:
+                await self._record(r, "cancel", self._finish_cancelled)
+                return "cancelled"
+            case StopReason.DRAIN | StopReason.WORKER_DEAD:
+                await self._record(r, "release", self._release)
+                return "released"
+
+    async def _invoke(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
+        if spec.is_async:
+            return await spec.fn(ctx, **kwargs)
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self._in_thread, spec, ctx, kwargs)
+        # copy_context: the job's log bindings follow it into the thread.
+        return await loop.run_in_executor(
+            self._executor, functools.partial(contextvars.copy_context().run, call)
+        )
+
+    def _in_thread(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
+        with self._busy_lock:
+            self._busy_threads += 1
+        try:
+            return spec.fn(ctx, **kwargs)
+        finally:
+            with self._busy_lock:
+                self._busy_threads -= 1
+
+    async def _cancel_handler(self, r: Running, handler: asyncio.Task[Any]) -> None:
+        r.ctx._signal_cancel()
+        handler.cancel()
+        await asyncio.wait({handler}, timeout=CANCEL_WAIT_S)
+        if handler.done():
+            _consume(handler)
+        else:
+            log.warning("handler ignored cancellation; abandoning it", wait_s=CANCEL_WAIT_S)
+            self._abandoned.add(handler)
+            handler.add_done_callback(_consume)
+
+    async def _record_handler_result(self, r: Running, handler: asyncio.Task[Any]) -> str:
+        if handler.cancelled():
+            return await self._record_failure(r, "CancelledError", "the handler was cancelled")
+        exc = handler.exception()
+        if exc is not None:
+            if isinstance(exc, LeaseLost):
+                log.warning("lease lost (reported to the handler)")
+                return "lease_lost"
+            return await self._record_failure(
+                r,
+                type(exc).__name__,
+                str(exc) or repr(exc),
+                retryable=not isinstance(exc, ValidationFailed),
+            )
+        result = handler.result()
+        problem = _result_problem(result)
+        if problem is not None:
+            return await self._record_failure(r, "InvalidResult", problem, retryable=False)
+        assert self._completer is not None
+        landed = await self._completer.complete(r.job, result)
+        if not landed:
+            log.warning("completion not recorded: this worker no longer held the job")
+            return "lease_lost"
+        return "succeeded"
+
+    # ------------------------------------------------------------------ record
+
+    async def _record(
+        self, r: Running, what: str, op: Callable[[Conn, ClaimedJob], Awaitable[bool]]
+    ) -> bool:
+        """Run a fenced write until it lands (connection errors are retried)."""
+        assert self._pool is not None
+        backoff = Backoff(what)
+        while True:
+            try:
+                async with self._pool.connection() as conn:
+                    held = await op(conn, r.job)
+                backoff.reset()
+                if not held:
+                    log.warning(f"{what} not recorded: this worker no longer held the job")
+                return held
+            except RETRYABLE as exc:
+                await backoff.wait(exc)
+
+    async def _finish_cancelled(self, conn: Conn, job: ClaimedJob) -> bool:
+        return await transitions.finish_cancelled(conn, job)
+
+    async def _release(self, conn: Conn, job: ClaimedJob) -> bool:
+        return job.id in await transitions.release_many(conn, [job])
+
+    async def _record_failure(
+        self,
+        r: Running,
+        error_type: str,
+        message: str,
+        *,
+        outcome: ExecutionOutcome = ExecutionOutcome.FAILED,
+        retryable: bool = True,
+    ) -> str:
+        # Only the exception's type and message are recorded, never the payload.
+        async def fail(conn: Conn, job: ClaimedJob) -> bool:
+            result = await transitions.fail(
+                conn, job, error_type, message, outcome=outcome, retryable=retryable
+            )
+            log.info("job failed", error_type=error_type, next_status=result.status.value)
+            return True
+
+        try:
+            await self._record(r, "fail", fail)
+        except LeaseLost:
+            log.warning("failure not recorded: this worker no longer held the job")
+            return "lease_lost"
+        return outcome.value
+
+    async def _append_log(
+        self, job: ClaimedJob, level: str, message: str, fields: dict[str, Any]
+    ) -> None:
+        assert self._pool is not None
+        try:
+            async with self._pool.connection() as conn:
+                await transitions.append_log(conn, job, level, message, fields)
+        except RETRYABLE as exc:
+            # Job logs are best effort during an outage; the handler keeps running.
+            log.warning("job log line dropped: database unavailable", error=type(exc).__name__)
+
+    # ------------------------------------------------------------------ heartbeat
+
+    async def _heartbeat_loop(self) -> None:
+        backoff = Backoff("heartbeat")
+        conn: Conn | None = None
+        try:
+            while True:
+                try:
+                    if conn is None or conn.closed:
+                        conn = await connect(
+                            self.config.url, autocommit=True, application_name="jobyard-heartbeat"
+                        )
+                    await self._beat(conn)
+                    backoff.reset()
+                except RETRYABLE as exc:
+                    await _close_quietly(conn)
+                    conn = None
+                    await backoff.wait(exc)
+                    continue
+                except Exception:
+                    log.exception("heartbeat failed")
+                    await _close_quietly(conn)
+                    conn = None
+                    await backoff.wait(RuntimeError("heartbeat failed"))
+                    continue
+                await asyncio.sleep(self.config.heartbeat_interval_s)
+        finally:
+            await _close_quietly(conn)
+
+    async def _beat(self, conn: Conn) -> None:
+        worker_id = self.worker_id
+        held = [r.job for r in self.running.values() if r.job.worker_id == worker_id]
+        result = await lease.heartbeat(
+            conn,
+            worker_id,
+            held,
+            lease_s=self.config.lease_s,
+            capacity=self.config.concurrency,
+            draining=self._drain_requested.is_set(),
+        )
+        await self._apply_heartbeat(conn, held, result)
+
+    async def _apply_heartbeat(
+        self, conn: Conn, held: list[ClaimedJob], result: HeartbeatResult
+    ) -> None:
+        for job in held:
+            if job.id in result.held:
+                continue
+            r = self.running.get(job.id)
+            if r is not None and r.job.execution_seq == job.execution_seq:
+                # Reaped (and maybe re-claimed elsewhere): stop the handler, record nothing.
+                r.request_stop(StopReason.LEASE_LOST)
+        for job_id in result.cancel_requested:
+            self._stop_job(job_id, StopReason.CANCEL_REQUESTED)
+        if not result.alive:
+            log.warning("this worker was declared dead; releasing its jobs and re-registering")
+            for r in list(self.running.values()):
+                if r.job.worker_id == self.worker_id:
+                    r.request_stop(StopReason.WORKER_DEAD)
+            self.worker_id = await workers.register(
+                conn,
+                self.project_id,
+                name=self.name,
+                queues=list(self.config.queues),
+                concurrency=self.config.concurrency,
+            )
+            log.info("worker re-registered", worker_id=self.worker_id)
+
+    def _stop_job(self, job_id: JobId, reason: StopReason) -> None:
+        r = self.running.get(job_id)
+        if r is not None and r.request_stop(reason):
+            log.info("stopping job", job_id=job_id, reason=reason.value)
+
+    # ------------------------------------------------------------------ listen
+
+    async def _listen_loop(self) -> None:
+        backoff = Backoff("listen")
+        while True:
+            conn: Conn | None = None
+            try:
+                conn = await connect(
+                    self.config.url, autocommit=True, application_name="jobyard-listen"
+                )
+                await run.execute(conn, "read_listen_jobs")
+                await run.execute(conn, "read_listen_cancel")
+                backoff.reset()
+                # Anything enqueued while we were not listening is found by this claim.
+                self._wake.set()
+                async for note in conn.notifies():
+                    self._on_notify(note.channel, note.payload)
+            except RETRYABLE as exc:
+                await backoff.wait(exc)
+            except Exception:
+                log.exception("listener failed")
+                await backoff.wait(RuntimeError("listener failed"))
+            finally:
+                await _close_quietly(conn)
+
+    def _on_notify(self, channel: str, payload: str) -> None:
+        if channel == JOBS_CHANNEL:
+            if payload.isdigit() and QueueId(int(payload)) in self._queue_ids:
+                self._wake.set()
+        elif channel == CANCEL_CHANNEL:
+            job_part, _, worker_part = payload.partition(":")
+            if job_part.isdigit() and worker_part == str(self.worker_id):
+                self._stop_job(JobId(int(job_part)), StopReason.CANCEL_REQUESTED)
+
+    # ------------------------------------------------------------------ drain
+
+    async def _drain(self) -> None:
+        in_flight = [r.supervisor for r in self.running.values() if r.supervisor is not None]
+        log.info("draining", in_flight=len(in_flight), grace_s=self.config.drain_grace_s)
+        if not in_flight:
+            return
+        _, pending = await asyncio.wait(in_flight, timeout=self.config.drain_grace_s)
+        if pending:
+            log.info("grace period over; releasing unfinished jobs", count=len(pending))
+            for r in list(self.running.values()):
+                r.request_stop(StopReason.DRAIN)
+            await asyncio.wait(pending)
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    """Retrieve a stopped handler's outcome so asyncio does not report it as unhandled."""
+    if not task.cancelled():
+        task.exception()
+
+
+async def _close_quietly(conn: Conn | None) -> None:
+    if conn is not None:
+        # Closing a connection the server already dropped may raise; there is nothing to do.
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+def _result_problem(result: Any) -> str | None:
+    """Why a handler's return value cannot be stored as the job result (None if it can)."""
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"the handler returned a value that is not JSON: {exc}"
+    if payload_size(result) > limits.MAX_PAYLOAD_BYTES:
+        return f"the handler's result is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB"
+    return None
+
+
+def run_worker(config: WorkerConfig, registry: Registry) -> int:
+    """Process entry point: run a worker with signal-driven drain; returns the exit code."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = Worker(config, registry)
+    drain = SignalDrain(worker.request_drain)
+    drain.install(loop)
+    try:
+        code = loop.run_until_complete(worker.run())
+    finally:
+        drain.uninstall()
+    if worker.abandoned:
+        # A handler ignored cancellation; its job is already released. Waiting for it would
+        # turn a clean drain into a hang, so leave without joining it.
+        log.warning("exiting with handlers still running", count=worker.abandoned)
+        _flush_and_exit(code)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+    return code
+
+
+def _flush_and_exit(code: int) -> None:
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
