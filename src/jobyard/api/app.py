@@ -1,0 +1,75 @@
+"""The API application factory. Settings are passed in (never a module global); the pool is
+opened by the lifespan, or given by the caller (tests, an embedding process)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+from fastapi import FastAPI
+
+from jobyard.api.docs import OPENAPI_PATH, mount_docs
+from jobyard.api.errors import install_error_handlers
+from jobyard.api.health import mount_health
+from jobyard.api.middleware import RequestIdMiddleware
+from jobyard.api.routes import all_routes, mount_routes
+from jobyard.core.auth import SigningKeys
+from jobyard.db import migrate
+from jobyard.db.pool import Pool, open_pool, resolve_database_url
+from jobyard.domain.settings import Settings
+from jobyard.logs import get_logger
+
+log = get_logger("jobyard.api")
+
+DESCRIPTION = """\
+REST API of jobyard, a job scheduler on PostgreSQL. Authenticate with `POST /api/v1/auth/login`
+and send `Authorization: Bearer <access_token>`, or use a project API key
+(`Authorization: Bearer jy_…` or `X-API-Key: jy_…`). Errors are always
+`{"error": {"code", "message", "details", "request_id"}}`; lists are cursor-paginated.
+"""
+
+
+def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
+    """The FastAPI app. With `pool=None` the lifespan opens (and closes) one for the configured
+    database; a given pool is used as is and left open."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned: Pool | None = None
+        if app.state.pool is None:
+            url = await anyio.to_thread.run_sync(resolve_database_url, settings)
+            owned = await open_pool(
+                url,
+                min_size=settings.pool_min_size,
+                max_size=settings.pool_max_size,
+                name="jobyard-api",
+            )
+            app.state.pool = owned
+        log.info("api started")
+        try:
+            yield
+        finally:
+            if owned is not None:
+                app.state.pool = None
+                await owned.close()
+
+    app = FastAPI(
+        title="jobyard",
+        version="1",
+        description=DESCRIPTION,
+        openapi_url=OPENAPI_PATH,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.keys = SigningKeys.derive(settings.secret_key.get_secret_value())
+    app.state.pool = pool
+    app.state.schema_head = migrate.head_revision()
+    install_error_handlers(app)
+    app.add_middleware(RequestIdMiddleware)
+    mount_routes(app, all_routes())
+    mount_health(app)
+    mount_docs(app)
+    return app

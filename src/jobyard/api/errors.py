@@ -1,0 +1,214 @@
+"""One error envelope for every failure: `{"error": {"code", "message", "details", "request_id"}}`.
+
+Domain errors map to statuses here (NotFound 404, Conflict 409, …); unexpected exceptions become
+a 500 with no stack trace in the body, logged with the request id (see middleware.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from jobyard.core.auth import AuthenticationFailed, PermissionDenied
+from jobyard.core.ratelimit import RateLimited
+from jobyard.db.pool import CONNECTION_ERRORS
+from jobyard.domain.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    IllegalTransition,
+    JobyardError,
+    LeaseLost,
+    NotFound,
+    ValidationFailed,
+)
+from jobyard.logs import get_logger
+
+log = get_logger("jobyard.api")
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(examples=["not_found"])
+    message: str = Field(examples=["project not found"])
+    details: Any = Field(default_factory=dict)
+    request_id: str | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+# Checked in order: the first matching class decides the status.
+STATUS_BY_ERROR: Final[tuple[tuple[type[JobyardError], int], ...]] = (
+    (AuthenticationFailed, 401),
+    (PermissionDenied, 403),
+    (NotFound, 404),
+    (Conflict, 409),  # includes IdempotencyConflict
+    (LeaseLost, 409),
+    (IllegalTransition, 409),
+    (ValidationFailed, 422),
+    (RateLimited, 429),
+    (DatabaseUnavailable, 503),
+)
+_HTTP_CODES: Final = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+
+def request_id_of(request: Request) -> str | None:
+    value = request.scope.get("state", {}).get("request_id")
+    return value if isinstance(value, str) else None
+
+
+def envelope(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    *,
+    request_id: str | None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details if details is not None else {},
+            "request_id": request_id,
+        }
+    }
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def status_for(exc: JobyardError) -> int:
+    for cls, status in STATUS_BY_ERROR:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    # ("body", "jobs", 3, "payload") → "jobs[3].payload"; the source ("body"/"query"/…) is kept
+    # for parameters so a bad ?limit is named "query.limit".
+    parts = list(loc)
+    if parts and parts[0] == "body":
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    fields = [
+        {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "invalid")}
+        for err in exc.errors()
+    ]
+    first = fields[0] if fields else {"field": "body", "message": "invalid"}
+    return envelope(
+        422,
+        "validation_error",
+        f"{first['field']}: {first['message']}",
+        {"fields": fields},
+        request_id=request_id_of(request),
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return envelope(
+        exc.status_code,
+        code,
+        message,
+        request_id=request_id_of(request),
+        headers=dict(exc.headers) if exc.headers else None,
+    )
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, JobyardError)
+    status = status_for(exc)
+    headers: dict[str, str] = {}
+    if isinstance(exc, AuthenticationFailed):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(exc.retry_after_s)
+    if status == 500:
+        return await unhandled_error(request, exc)
+    details: Any = exc.details
+    if isinstance(exc, ValidationFailed) and "field" in details:
+        # Same shape as request validation errors: a list of {field, message}.
+        rest = {k: v for k, v in details.items() if k != "field"}
+        details = {"fields": [{"field": details["field"], "message": exc.message}], **rest}
+    return envelope(
+        status,
+        exc.code,
+        exc.message,
+        details,
+        request_id=request_id_of(request),
+        headers=headers,
+    )
+
+
+async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable", error=type(exc).__name__)
+    err = DatabaseUnavailable()
+    return envelope(503, err.code, err.message, request_id=request_id_of(request))
+
+
+async def unhandled_error(request: Request, exc: Exception) -> JSONResponse:
+    """500 with the request id only; the traceback goes to the log, never to the client."""
+    log.error(
+        "unhandled error",
+        error=type(exc).__name__,
+        method=request.method,
+        path=request.url.path,
+        exc_info=exc,
+    )
+    return envelope(
+        500,
+        "internal_error",
+        "an unexpected error occurred; quote the request id when reporting it",
+        request_id=request_id_of(request),
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(JobyardError, _domain_error)
+    for cls in CONNECTION_ERRORS:
+        if issubclass(cls, Exception):
+            app.add_exception_handler(cls, _unavailable)
+
+
+def error_responses(scope: str) -> dict[int | str, dict[str, Any]]:
+    """The error statuses a route of this scope can answer with, for OpenAPI."""
+    statuses = [422, 500]
+    if scope != "public":
+        statuses += [401, 403]
+    if scope in ("org", "project"):
+        statuses.append(404)
+    if scope == "public":
+        statuses.append(429)
+    return {
+        status: {"model": ErrorEnvelope, "description": _HTTP_CODES.get(status, "error")}
+        for status in sorted(statuses)
+    }

@@ -1,0 +1,15 @@
+"""One module per resource, each exposing `ROUTES: tuple[Route, ...]`.
+
+`MODULES` is the explicit list `jobyard.api.routes.all_routes()` assembles, in this order. Add
+your module's name here (one line) when you add a resource.
+"""
+
+from __future__ import annotations
+
+MODULES: tuple[str, ...] = (
+    "auth",
+    "orgs",
+    "members",
+    "projects",
+    "api_keys",
+)

@@ -1,0 +1,70 @@
+"""Helpers the engine resources share (not a resource: it has no ROUTES and is not in MODULES).
+
+- `IdPath` / `Id`: database ids, bounded to bigint so an absurd id is a 422, never a driver error.
+- `Text`: strings PostgreSQL can store (no NUL byte, which text columns refuse).
+- `keyset_after` / `as_page`: the framework's cursor (api/pagination.py) on top of core's
+  `KeysetPage`, so engine lists use the same opaque cursors as every other list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Annotated, Any, Final, TypeVar
+
+from fastapi import Path
+from pydantic import AfterValidator, BaseModel, Field
+
+from jobyard.api.pagination import Page, PageParams, encode_cursor
+from jobyard.core.read_models import KeysetPage
+from jobyard.domain.errors import ValidationFailed
+
+MAX_ID: Final = 2**63 - 1
+M = TypeVar("M", bound=BaseModel)
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def reject_nul(value: Any, field: str) -> None:
+    """ValidationFailed naming the first string inside `value` that holds a NUL character.
+
+    For shared domain schemas (JobCreate, …) whose string fields do not forbid it themselves:
+    PostgreSQL text cannot store NUL, and the driver would refuse it with an untranslated error.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationFailed(f"{field}: must not contain the NUL character", field=field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            reject_nul(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            reject_nul(item, f"{field}[{i}]")
+
+
+def keyset_after(page: PageParams) -> int | None:
+    """The key of the last row the client saw (None on the first page)."""
+    after = page.after()
+    if after is None:
+        return None
+    key = after[1]
+    if not 0 <= key <= MAX_ID:
+        raise ValidationFailed("cursor is not a cursor this API issued", field="cursor")
+    return key
+
+
+def as_page(
+    result: KeysetPage, model: type[M], convert: Callable[[dict[str, Any]], Any] | None = None
+) -> Page[M]:
+    items: Iterable[Any] = result.items if convert is None else map(convert, result.items)
+    cursor = None if result.next_key is None else encode_cursor(result.next_key, result.next_key)
+    # The route's response_model (Page[XPublic]) fixes the schema; items are validated here.
+    return Page(items=[model.model_validate(item) for item in items], next_cursor=cursor)

@@ -1,0 +1,240 @@
+"""Jobs: enqueue (one or a batch), the explorer list, get, cancel; a job's executions and logs.
+
+Enqueue answers 202 with the new job, or 200 with the existing one when the idempotency key and
+payload match an earlier enqueue (409 when the key matches but the payload differs). Every
+enqueue counts against the project's limit of 1000 jobs per minute (a batch counts each job).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import Query, Response
+from pydantic import BaseModel, Field
+
+from jobyard.api.deps import ConnDep, ProjectDep
+from jobyard.api.pagination import Page, PageDep
+from jobyard.api.ratelimit import enforce_enqueue_limit
+from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul
+from jobyard.api.routes import Route, Scope
+from jobyard.core import enqueue, read_models, transitions
+from jobyard.core.read_models import JobFilters
+from jobyard.domain.enums import ExecutionOutcome, JobStatus, Role
+from jobyard.domain.errors import IllegalTransition
+from jobyard.domain.ids import JobId
+from jobyard.domain.schemas import BatchCreate, JobCreate
+
+
+class JobSummary(BaseModel):
+    """A job as the explorer lists it (no payload or result)."""
+
+    id: int
+    queue: str
+    queue_id: int
+    handler: str
+    status: JobStatus
+    priority: int
+    run_at: datetime
+    attempt: int = Field(description="Attempts charged so far (refunded on infrastructure loss).")
+    max_attempts: int
+    execution_seq: int = Field(description="Physical runs so far; identifies each execution.")
+    idempotency_key: str | None
+    batch_id: int | None
+    schedule_id: int | None
+    worker_id: int | None
+    claimed_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    cancel_requested_at: datetime | None
+    last_error: str | None
+    error_fingerprint: str | None
+    timeout_ms: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class JobPublic(JobSummary):
+    payload: Any
+    result: Any = None
+    retry_override: dict[str, Any] | None = None
+    lock_expires_at: datetime | None = None
+    lease_lost_count: int = 0
+
+
+class ExecutionSummary(BaseModel):
+    total: int
+    open: int = Field(description="Runs still in progress (at most one).")
+    succeeded: int
+    failed: int = Field(description="Failed or timed out.")
+    lease_lost: int
+    released: int
+    cancelled: int
+    last_execution_seq: int | None
+
+
+class JobDetail(JobPublic):
+    executions: ExecutionSummary
+
+
+class BatchPublic(BaseModel):
+    batch_id: int
+    job_ids: list[int]
+    queued: int = Field(description="Jobs ready to run now (the rest are delayed).")
+    skipped: int = Field(description="Items whose idempotency key already named a job.")
+
+
+class ExecutionPublic(BaseModel):
+    id: int
+    execution_seq: int
+    attempt: int
+    attempt_charged: bool
+    worker_id: int | None
+    outcome: ExecutionOutcome | None = Field(description="null while the run is in progress.")
+    started_at: datetime
+    finished_at: datetime | None
+    duration_ms: int | None
+    error: str | None
+    error_fingerprint: str | None
+
+
+class LogPublic(BaseModel):
+    id: int
+    execution_seq: int
+    level: str
+    message: str
+    fields: dict[str, Any]
+    created_at: datetime
+
+
+# ----------------------------------------------------------------------------- handlers
+
+
+async def enqueue_job(
+    body: JobCreate, project: ProjectDep, conn: ConnDep, response: Response
+) -> JobPublic:
+    """Enqueue one job: now, later (run_at or delay_ms), with a priority and an optional
+    idempotency key."""
+    reject_nul(body.model_dump(mode="json", exclude={"payload"}), "")
+    await enforce_enqueue_limit(conn, project.project_id, 1)
+    result = await enqueue.enqueue(conn, project.project_id, body)
+    if not result.created:
+        response.status_code = 200  # the key already named this very job
+    return JobPublic.model_validate({**result.job, "queue": body.queue})
+
+
+async def enqueue_batch(body: BatchCreate, project: ProjectDep, conn: ConnDep) -> BatchPublic:
+    """Enqueue many jobs of one queue in one statement."""
+    reject_nul(body.model_dump(mode="json", exclude={"jobs": {"__all__": {"payload"}}}), "")
+    await enforce_enqueue_limit(conn, project.project_id, len(body.jobs))
+    result = await enqueue.enqueue_batch(conn, project.project_id, body)
+    return BatchPublic(
+        batch_id=result.batch_id,
+        job_ids=result.job_ids,
+        queued=result.queued,
+        skipped=len(body.jobs) - len(result.job_ids),
+    )
+
+
+async def list_jobs(
+    project: ProjectDep,
+    conn: ConnDep,
+    page: PageDep,
+    status: Annotated[
+        list[JobStatus] | None, Query(description="Repeat for several: ?status=a&status=b.")
+    ] = None,
+    queue: Annotated[Text | None, Query(max_length=100)] = None,
+    handler: Annotated[Text | None, Query(max_length=200)] = None,
+    created_from: Annotated[datetime | None, Query(description="created_at >= this")] = None,
+    created_to: Annotated[datetime | None, Query(description="created_at < this")] = None,
+    error_fingerprint: Annotated[Text | None, Query(max_length=64)] = None,
+) -> Page[JobSummary]:
+    """The job explorer: newest first, filtered, cursor-paginated."""
+    filters = JobFilters(
+        statuses=status,
+        queue=queue,
+        handler=handler,
+        created_from=created_from,
+        created_to=created_to,
+        error_fingerprint=error_fingerprint,
+    )
+    result = await read_models.list_jobs(
+        conn, project.project_id, filters, before_id=keyset_after(page), limit=page.limit
+    )
+    return as_page(result, JobSummary)
+
+
+async def get_job(job_id: IdPath, project: ProjectDep, conn: ConnDep) -> JobDetail:
+    return JobDetail.model_validate(
+        await read_models.get_job(conn, project.project_id, JobId(job_id))
+    )
+
+
+async def cancel_job(
+    job_id: IdPath, project: ProjectDep, conn: ConnDep, response: Response
+) -> JobDetail:
+    """Cancel a job. Waiting, scheduled or queued: cancelled at once (200). Claimed or running:
+    its worker is asked to stop it (202; the job turns cancelled when the worker has). Finished
+    jobs cannot be cancelled (409)."""
+    row = await transitions.cancel(conn, project.project_id, JobId(job_id))
+    job = await read_models.get_job(conn, project.project_id, JobId(job_id))  # 404 if missing
+    if row is None:
+        raise IllegalTransition(
+            f"the job is already {job['status']}; only unfinished jobs can be cancelled",
+            status=job["status"],
+        )
+    if job["status"] == JobStatus.CANCELLED:
+        response.status_code = 200
+    return JobDetail.model_validate(job)
+
+
+async def list_executions(
+    job_id: IdPath, project: ProjectDep, conn: ConnDep, page: PageDep
+) -> Page[ExecutionPublic]:
+    """A job's runs in order (one per claim, including refunded ones)."""
+    result = await read_models.list_executions(
+        conn, project.project_id, JobId(job_id), after_seq=keyset_after(page), limit=page.limit
+    )
+    return as_page(result, ExecutionPublic)
+
+
+async def list_logs(
+    job_id: IdPath,
+    project: ProjectDep,
+    conn: ConnDep,
+    page: PageDep,
+    execution_seq: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> Page[LogPublic]:
+    """A job's log lines, oldest first (optionally of one run). Poll with the last next_cursor
+    to follow new lines."""
+    result = await read_models.list_logs(
+        conn,
+        project.project_id,
+        JobId(job_id),
+        after_id=keyset_after(page),
+        execution_seq=execution_seq,
+        limit=page.limit,
+    )
+    return as_page(result, LogPublic)
+
+
+TAGS = ("jobs",)
+BASE = "/projects/{project_id}/jobs"
+ROUTES: tuple[Route, ...] = (
+    Route("GET", BASE, Scope.PROJECT, list_jobs, min_role=Role.VIEWER,
+          summary="List jobs (explorer)", response_model=Page[JobSummary], tags=TAGS),
+    Route("POST", BASE, Scope.PROJECT, enqueue_job, min_role=Role.MEMBER, status_code=202,
+          summary="Enqueue a job", response_model=JobPublic, tags=TAGS),
+    Route("POST", BASE + "/batch", Scope.PROJECT, enqueue_batch, min_role=Role.MEMBER,
+          status_code=202, summary="Enqueue a batch of jobs", response_model=BatchPublic,
+          tags=TAGS),
+    Route("GET", BASE + "/{job_id}", Scope.PROJECT, get_job, min_role=Role.VIEWER,
+          summary="Get a job", response_model=JobDetail, tags=TAGS),
+    Route("POST", BASE + "/{job_id}/cancel", Scope.PROJECT, cancel_job, min_role=Role.MEMBER,
+          status_code=202, summary="Cancel a job", response_model=JobDetail, tags=TAGS),
+    Route("GET", BASE + "/{job_id}/executions", Scope.PROJECT, list_executions,
+          min_role=Role.VIEWER, summary="List a job's executions",
+          response_model=Page[ExecutionPublic], tags=TAGS),
+    Route("GET", BASE + "/{job_id}/logs", Scope.PROJECT, list_logs, min_role=Role.VIEWER,
+          summary="List a job's log lines", response_model=Page[LogPublic], tags=TAGS),
+)  # fmt: skip

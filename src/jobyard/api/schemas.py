@@ -1,0 +1,161 @@
+"""Request and response shapes of the auth, org, member, project and API-key resources."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from jobyard.domain.enums import Role
+
+Email = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True,
+        to_lower=True,
+        min_length=3,
+        max_length=320,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+    ),
+]
+Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", examples=["acme"])]
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+Password = Annotated[str, Field(min_length=1, max_length=1024)]
+NewPassword = Annotated[str, Field(min_length=12, max_length=1024)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------- auth
+
+
+class LoginRequest(_In):
+    email: Email
+    password: Password
+
+
+class RefreshRequest(_In):
+    refresh_token: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class PasswordChange(_In):
+    current_password: Password
+    new_password: NewPassword
+
+
+class TokenPair(BaseModel):
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"  # noqa: S105 - the OAuth token type, not a secret
+    expires_in: int = Field(description="Seconds until the access token expires.")
+    refresh_token: str
+    refresh_expires_at: datetime
+
+
+class MyOrg(BaseModel):
+    id: int
+    name: str
+    slug: str
+    role: Role
+
+
+class Me(BaseModel):
+    id: int
+    email: str
+    display_name: str
+    orgs: list[MyOrg]
+
+
+# ----------------------------------------------------------------------------- orgs
+
+
+class OrgCreate(_In):
+    name: Name
+    slug: Slug
+
+
+class OrgUpdate(_In):
+    name: Name
+
+
+class OrgPublic(BaseModel):
+    id: int
+    name: str
+    slug: str
+    created_at: datetime
+    role: Role | None = Field(default=None, description="Your role in it.")
+
+
+# ----------------------------------------------------------------------------- members
+
+
+class MemberCreate(_In):
+    email: Email
+    role: Role = Role.MEMBER
+    display_name: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+
+
+class MemberUpdate(_In):
+    role: Role
+
+
+class MemberPublic(BaseModel):
+    user_id: int
+    email: str
+    display_name: str
+    role: Role
+    created_at: datetime
+
+
+class MemberCreated(MemberPublic):
+    temporary_password: str | None = Field(
+        default=None,
+        description="Set only when the email had no account: shown this once; the user should "
+        "change it with POST /auth/password.",
+    )
+
+
+# ----------------------------------------------------------------------------- projects
+
+
+class ProjectCreate(_In):
+    name: Name
+    slug: Slug
+
+
+class ProjectPublic(BaseModel):
+    id: int
+    org_id: int
+    name: str
+    slug: str
+    created_at: datetime
+
+
+# ----------------------------------------------------------------------------- API keys
+
+KeyRole = Literal["admin", "member", "viewer"]
+
+
+class ApiKeyCreate(_In):
+    name: Name
+    role: KeyRole = "member"
+    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+
+
+class ApiKeyPublic(BaseModel):
+    id: int
+    project_id: int
+    name: str
+    prefix: str = Field(description="The key's first characters, to recognise it.")
+    role: Role
+    created_by: int | None
+    created_at: datetime
+    last_used_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKeyPublic):
+    key: str = Field(description="The secret. Shown only in this response; store it now.")
