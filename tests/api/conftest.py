@@ -35,8 +35,8 @@ from jobyard.domain.ids import ProjectId, UserId
 from jobyard.domain.passwords import hash_password
 from jobyard.domain.settings import Settings
 
-TEST_SECRET = "jobyard-test-secret-0123456789abcdef-0123456789"  # noqa: S105
-FIXTURE_PASSWORD = "fixture-password-123"  # noqa: S105
+TEST_SECRET = "jobyard-test-secret-0123456789abcdef-0123456789"
+FIXTURE_PASSWORD = "fixture-password-123"
 KEY_ROLES = (Role.ADMIN, Role.MEMBER, Role.VIEWER)
 _HASH: str | None = None
 _seq = itertools.count(1)
