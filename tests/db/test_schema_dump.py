@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import difflib
+import uuid
 from importlib import resources
 
 import pytest
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from psycopg import sql as pgsql
 from typer.testing import CliRunner
 
 from jobyard.cli import app
-from jobyard.db import dump, migrate
+from jobyard.db import dump, migrate, testing
 from jobyard.db.pool import connect_sync
+from jobyard.db.urls import with_database
 
 FIXED_RAW_DUMP = """--
 -- PostgreSQL database dump
@@ -58,14 +61,8 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def _diff(expected: str, actual: str) -> str:
-    lines = difflib.unified_diff(
-        expected.splitlines(),
-        actual.splitlines(),
-        "schema.sql (committed)",
-        "migrations",
-        lineterm="",
-    )
+def _diff(expected: str, actual: str, labels: tuple[str, str] = ("expected", "actual")) -> str:
+    lines = difflib.unified_diff(expected.splitlines(), actual.splitlines(), *labels, lineterm="")
     return "\n".join(list(lines)[:80])
 
 
@@ -88,7 +85,7 @@ def test_committed_schema_sql_matches_the_migrations(db_url: str) -> None:
     fresh = dump.dump_schema(db_url)
     assert fresh == committed, (
         "src/jobyard/db/schema.sql is stale; run `make db-dump` and commit it.\n"
-        + _diff(committed, fresh)
+        + _diff(committed, fresh, ("schema.sql (committed)", "migrations at head"))
     )
 
 
@@ -104,14 +101,41 @@ def _revisions() -> list[tuple[str, str | None]]:
     return [(s.revision, s.down_revision) for s in walk]
 
 
-def test_each_migration_downgrades_and_upgrades_to_an_identical_schema(db_url: str) -> None:
+def _create_empty(admin_url: str) -> str:
+    name = testing.CLONE_PREFIX + uuid.uuid4().hex[:16]
+    with connect_sync(admin_url) as admin:
+        admin.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+    return with_database(admin_url, name)
+
+
+def _fresh_dump_at(admin_url: str, revision: str | None) -> str:
+    """The schema of an empty database migrated straight up to `revision` (None: base)."""
+    url = _create_empty(admin_url)
+    try:
+        migrate.upgrade(url, revision or "base")
+        return dump.dump_schema(url)
+    finally:
+        testing.drop_database(admin_url, url)
+
+
+def test_each_migration_downgrades_to_the_schema_before_it_and_back(
+    db_url: str, pg_admin_url: str
+) -> None:
+    """Walking from head, every downgrade must restore exactly what its down_revision built,
+    and upgrading again must reproduce the head schema."""
     at_head = dump.dump_schema(db_url)
     for revision, down in _revisions():
         migrate.downgrade(db_url, down or "base")
         assert migrate.current_revision(db_url) == down
+        below = dump.dump_schema(db_url)
+        expected = _fresh_dump_at(pg_admin_url, down)
+        assert below == expected, f"downgrade of {revision} left:\n" + _diff(
+            expected, below, (f"fresh database at {down or 'base'}", f"downgraded from {revision}")
+        )
         migrate.upgrade(db_url)
-        assert dump.dump_schema(db_url) == at_head, f"round trip through {revision} changed: " + (
-            _diff(at_head, dump.dump_schema(db_url))
+        again = dump.dump_schema(db_url)
+        assert again == at_head, f"re-upgrade through {revision} changed:\n" + _diff(
+            at_head, again, ("head", f"head again after {revision}")
         )
 
 
