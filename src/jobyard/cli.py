@@ -289,6 +289,31 @@ def _parse_after(after: str | None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+# ----------------------------------------------------------------------------- api
+
+UP_CHILDREN.append(ChildSpec("api", ["api"]))
+
+
+@app.command("api")
+def api_cmd(
+    host: Annotated[str | None, typer.Option("--host", help="Interface to bind.")] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", min=1, max=65535, help="TCP port to listen on.")
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the REST API (/api/v1, docs at /api/v1/docs) until SIGTERM/SIGINT."""
+    from jobyard.api.server import run_api  # FastAPI loads only for this command
+
+    settings = load_settings(data_dir=data_dir, api_host=host, api_port=port)
+    url = resolve_database_url(settings)
+    run_api(
+        settings.model_copy(update={"database_url": url}),
+        host=settings.api_host,
+        port=settings.api_port,
+    )
+
+
 # ----------------------------------------------------------------------------- worker
 
 UP_CHILDREN.append(
