@@ -132,15 +132,6 @@ class ScheduleFields:
             enabled=cast(bool, get("enabled", True)),
         )
 
-    def with_changes(self, changes: Mapping[str, object]) -> ScheduleFields:
-        """A copy with `changes` applied, validated again as a whole."""
-        current: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self)}
-        return ScheduleFields.from_mapping({**current, **changes})
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> ScheduleFields:
-        return cls.from_mapping({f.name: row[f.name] for f in fields(cls)})
-
 
 @dataclass(frozen=True)
 class MaterializeResult:
@@ -238,13 +229,15 @@ async def update_schedule(
         row = await run.one(conn, "schedule_lock", {"id": schedule_id, "project_id": project_id})
         if row is None:
             raise NotFound("schedule not found", field="schedule_id")
-        before = ScheduleFields.from_row(row)
-        after = before.with_changes(changes)
+        # The stored row is not re-validated on its own: a parked (invalid) schedule must
+        # still accept the change that fixes it. The merged result is validated as a whole.
+        stored = {f.name: row[f.name] for f in fields(ScheduleFields)}
+        after = ScheduleFields.from_mapping({**stored, **changes})
         next_run_at = row["next_run_at"]
         retimed = (after.cron, after.timezone, after.enabled) != (
-            before.cron,
-            before.timezone,
-            before.enabled,
+            stored["cron"],
+            stored["timezone"],
+            stored["enabled"],
         )
         if retimed or (after.enabled and next_run_at is None):
             next_run_at = _first_fire(after, await db_now(conn, now))

@@ -13,9 +13,9 @@ WITH due AS MATERIALIZED (
 ), promoted AS (
     UPDATE jobs j
     SET status = 'queued', updated_at = coalesce(%(now)s, now())
-    FROM due
+    -- = ANY(ARRAY(...)): a primary-key lookup whatever the planner estimates for `due`.
     -- Compare-and-set: only a job still scheduled is promoted (a cancel may have won).
-    WHERE j.id = due.id AND j.status = 'scheduled'
+    WHERE j.id = ANY (ARRAY(SELECT id FROM due)) AND j.status = 'scheduled'
     RETURNING j.queue_id
 ), per_queue AS MATERIALIZED (
     -- MATERIALIZED with a volatile call: pg_notify runs once per promoted queue.
@@ -60,7 +60,8 @@ WITH expired AS MATERIALIZED (
         updated_at = coalesce(%(now)s, now())
     FROM expired x
     -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
-    WHERE j.id = x.id
+    -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM expired)) AND j.id = x.id
       AND j.status IN ('claimed', 'running')
       AND j.execution_seq = x.execution_seq
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
@@ -108,9 +109,8 @@ WITH stale AS MATERIALIZED (
 )
 UPDATE workers w
 SET status = 'dead', stopped_at = coalesce(%(now)s, now())
-FROM stale
 -- Re-check on the locked row: a heartbeat that got there first keeps the worker alive.
-WHERE w.id = stale.id
+WHERE w.id = ANY (ARRAY(SELECT id FROM stale))
   AND w.status IN ('active', 'draining')
   AND w.last_heartbeat_at < coalesce(%(now)s, now()) - make_interval(secs => %(sweep_after_s)s)
 RETURNING w.id, w.last_heartbeat_at
@@ -129,7 +129,7 @@ WITH doomed AS MATERIALIZED (
     LIMIT %(batch)s
     FOR UPDATE OF j SKIP LOCKED
 )
-DELETE FROM jobs j USING doomed d WHERE j.id = d.id
+DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT id FROM doomed))
 
 -- name: retention_delete_heartbeats
 -- Delete up to `batch` worker heartbeats older than age_s.
@@ -142,7 +142,7 @@ WITH doomed AS MATERIALIZED (
     LIMIT %(batch)s
     FOR UPDATE OF h SKIP LOCKED
 )
-DELETE FROM worker_heartbeats h USING doomed d WHERE h.id = d.id
+DELETE FROM worker_heartbeats WHERE id = ANY (ARRAY(SELECT id FROM doomed))
 
 -- name: retention_delete_refresh_tokens
 -- Delete up to `batch` refresh tokens that expired more than age_s ago (useless to anyone).
@@ -155,7 +155,7 @@ WITH doomed AS MATERIALIZED (
     LIMIT %(batch)s
     FOR UPDATE OF t SKIP LOCKED
 )
-DELETE FROM refresh_tokens t USING doomed d WHERE t.id = d.id
+DELETE FROM refresh_tokens WHERE id = ANY (ARRAY(SELECT id FROM doomed))
 
 -- name: retention_delete_rate_limits
 -- Delete up to `batch` rate-limit counters whose window started more than age_s ago.

@@ -1,0 +1,223 @@
+"""Retention: old finished jobs (with executions and logs), heartbeats, expired tokens and
+rate-limit windows go in bounded batches; dead letters stay; the claim stays as it was."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from jobyard.core.maintenance import prune_retention
+from jobyard.db import run
+from jobyard.db.pool import Conn
+from jobyard.db.queries import sql
+from jobyard.scheduler.retention import Retention, RetentionConfig
+from tests.factories import make_queue, make_worker
+from tests.scheduler.helpers import T0, all_rows, one, plan_nodes
+
+WEEK = 7 * 86400.0
+DAY = 86400.0
+
+
+async def add_finished(
+    conn: Conn, queue: dict[str, Any], n: int, *, status: str, finished_days_ago: float
+) -> list[int]:
+    rows = await all_rows(
+        conn,
+        """INSERT INTO jobs (project_id, queue_id, handler, status, finished_at, run_at)
+           SELECT %s, %s, 'noop', %s::job_status, %s, %s FROM generate_series(1, %s)
+           RETURNING id""",
+        queue["project_id"],
+        queue["id"],
+        status,
+        T0 - timedelta(days=finished_days_ago),
+        T0 - timedelta(days=finished_days_ago, minutes=1),
+        n,
+    )
+    return [r["id"] for r in rows]
+
+
+async def count(conn: Conn, table: str) -> int:
+    return int((await one(conn, f"SELECT count(*) AS n FROM {table}"))["n"])
+
+
+async def test_old_finished_jobs_go_with_their_executions_and_logs(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    old_done = await add_finished(conn, queue, 3, status="done", finished_days_ago=8)
+    old_dead = await add_finished(conn, queue, 2, status="dead_letter", finished_days_ago=30)
+    await add_finished(conn, queue, 1, status="cancelled", finished_days_ago=8)
+    recent = await add_finished(conn, queue, 4, status="done", finished_days_ago=6)
+    for job_id in old_done + recent:
+        await conn.execute(
+            """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, finished_at)
+               VALUES (%s, 1, 1, 'succeeded', now())""",
+            (job_id,),
+        )
+        await conn.execute(
+            "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job_id,)
+        )
+    # A dead letter refers to an old job: the letter stays (job_id nulled), only a user deletes it.
+    await conn.execute(
+        """INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, reason,
+                                         attempts)
+           VALUES (%s, %s, %s, 'noop', '{}', 'exhausted', 5)""",
+        (queue["project_id"], queue["id"], old_dead[0]),
+    )
+    # Unfinished jobs are never pruned, however old.
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, run_at, created_at)
+           VALUES (%s, %s, 'noop', 'queued', %s, %s), (%s, %s, 'noop', 'scheduled', %s, %s)""",
+        (queue["project_id"], queue["id"], T0 - timedelta(days=60), T0 - timedelta(days=60)) * 2,
+    )
+
+    result = await prune_retention(conn, jobs_age_s=WEEK, heartbeats_age_s=DAY, now=T0)
+
+    assert result.jobs == 6
+    remaining = await all_rows(conn, "SELECT id, status::text FROM jobs ORDER BY id")
+    assert sorted(r["id"] for r in remaining if r["status"] == "done") == recent
+    assert {r["status"] for r in remaining} == {"done", "queued", "scheduled"}
+    assert await count(conn, "job_executions") == len(recent)
+    assert await count(conn, "job_logs") == len(recent)
+    letter = await one(conn, "SELECT job_id FROM dead_letter_jobs")
+    assert letter == {"job_id": None}
+
+
+async def test_old_heartbeats_expired_tokens_and_old_rate_windows_go(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    await conn.execute(
+        """INSERT INTO worker_heartbeats (worker_id, beat_at)
+           SELECT %s, %s - g * interval '1 hour' FROM generate_series(0, 47) g""",
+        (worker["id"], T0),
+    )
+    user = await one(
+        conn,
+        "INSERT INTO users (email, password_hash) VALUES ('a@b.c', 'x') RETURNING id",
+    )
+    await conn.execute(
+        """INSERT INTO refresh_tokens (user_id, family_id, token_hash, expires_at)
+           VALUES (%s, gen_random_uuid(), sha256('1'), %s),
+                  (%s, gen_random_uuid(), sha256('2'), %s)""",
+        (user["id"], T0 - timedelta(seconds=1), user["id"], T0 + timedelta(days=1)),
+    )
+    await conn.execute(
+        """INSERT INTO rate_limit_counters (bucket, window_start, hits)
+           VALUES ('auth:1.2.3.4', %s, 3), ('auth:1.2.3.4', %s, 1)""",
+        (T0 - timedelta(days=2), T0 - timedelta(minutes=5)),
+    )
+    result = await prune_retention(conn, jobs_age_s=WEEK, heartbeats_age_s=DAY, now=T0)
+    # Heartbeats at T0-0h … T0-24h are within a day (25 of 48); the rest go.
+    assert (result.heartbeats, result.refresh_tokens, result.rate_limits) == (23, 1, 1)
+    assert await count(conn, "worker_heartbeats") == 25
+    assert await count(conn, "refresh_tokens") == 1
+    assert await count(conn, "rate_limit_counters") == 1
+
+
+async def test_retention_deletes_in_bounded_batches_and_stops_at_the_pass_cap(
+    conn: Conn,
+) -> None:
+    queue = await make_queue(conn)
+    await add_finished(conn, queue, 1050, status="done", finished_days_ago=10)
+    # One statement never deletes more than `batch` rows.
+    assert (
+        await run.execute(conn, "retention_delete_jobs", {"batch": 100, "age_s": WEEK, "now": T0})
+        == 100
+    )
+    capped = await prune_retention(
+        conn, jobs_age_s=WEEK, heartbeats_age_s=DAY, batch=100, max_batches=4, now=T0
+    )
+    assert (capped.jobs, capped.batches, capped.more) == (400, 4, True)
+    service = Retention(RetentionConfig(batch=100, max_batches=1000))
+    rest = await service.run_once(conn, now=T0)
+    # 550 left: 5 full batches and a short one, then one short batch per other table.
+    assert rest.counts["jobs"] == 550
+    assert rest.more is False
+    assert await count(conn, "jobs") == 0
+
+
+def _explain_claim_stats(plan: dict[str, Any]) -> dict[str, Any]:
+    nodes = plan_nodes(plan["Plan"])
+    picked = next(n for n in nodes if n.get("Index Name") == "jobs_claim_idx")
+    return {
+        "shape": [n["Node Type"] for n in nodes],
+        "index": picked["Index Name"],
+        "rows": picked["Actual Rows"],
+        "buffers": picked.get("Shared Hit Blocks", 0) + picked.get("Shared Read Blocks", 0),
+        "ms": plan.get("Execution Time"),
+    }
+
+
+async def _claim_plan(conn: Conn, queue_id: int, worker_id: int) -> dict[str, Any]:
+    """EXPLAIN ANALYZE the real claim inside a transaction that is rolled back."""
+    params = {"queue_id": queue_id, "worker_id": worker_id, "n": 10, "lease_s": 30.0, "now": None}
+    await conn.execute("BEGIN")
+    try:
+        cur = await conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("job_claim_batch"),  # type: ignore[operator]
+            params,
+        )
+        row = await cur.fetchone()
+    finally:
+        await conn.execute("ROLLBACK")
+    assert row is not None
+    plan = row["QUERY PLAN"]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return _explain_claim_stats(plan[0])
+
+
+@pytest.mark.slow
+async def test_pruning_200k_done_jobs_leaves_the_claim_plan_unchanged(conn: Conn) -> None:
+    """The claim index is partial (status = 'queued'), so finished rows never belong to it;
+    retention keeps the table itself bounded. Compare plan shape, rows and buffers (not time)."""
+    queue = await make_queue(conn)
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    # Steady state: 20,000 recent finished jobs (inside the retention window) and 1,000
+    # claimable jobs queued after them.
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, run_at, finished_at)
+           SELECT %s, %s, 'noop', 'done', now() - interval '1 day', now() - interval '1 day'
+           FROM generate_series(1, 20000) g""",
+        (queue["project_id"], queue["id"]),
+    )
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, run_at)
+           SELECT %s, %s, 'noop', 'queued', now() + g * interval '1 ms'
+           FROM generate_series(1, 1000) g""",
+        (queue["project_id"], queue["id"]),
+    )
+    await conn.execute("VACUUM ANALYZE jobs")
+    baseline = await _claim_plan(conn, queue["id"], worker["id"])
+
+    # 200,000 jobs that really went through the claim index: queued, then finished 8 days ago.
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, run_at)
+           SELECT %s, %s, 'noop', 'queued', now() - interval '9 days' + g * interval '1 ms'
+           FROM generate_series(1, 200000) g""",
+        (queue["project_id"], queue["id"]),
+    )
+    await conn.execute(
+        """UPDATE jobs SET status = 'done', finished_at = now() - interval '8 days'
+           WHERE status = 'queued' AND run_at < now() - interval '2 days'"""
+    )
+    await conn.execute("ANALYZE jobs")
+    loaded = await _claim_plan(conn, queue["id"], worker["id"])
+
+    result = await prune_retention(
+        conn, jobs_age_s=WEEK, heartbeats_age_s=DAY, batch=5000, max_batches=1000
+    )
+    assert result.jobs == 200_000
+    assert result.batches == 41 + 3  # 40 full batches and an empty one, then 1 per other table
+    # What autovacuum does after a large delete; retention relies on it, as any DELETE does.
+    await conn.execute("VACUUM ANALYZE jobs")
+    pruned = await _claim_plan(conn, queue["id"], worker["id"])
+
+    print(f"\nclaim plan baseline={baseline} loaded={loaded} pruned={pruned}")
+    assert pruned["shape"] == baseline["shape"]
+    assert pruned["index"] == baseline["index"] == "jobs_claim_idx"
+    assert "Sort" not in pruned["shape"]
+    assert pruned["rows"] == baseline["rows"] == 10
+    # Same pages touched, within a couple for index-root/page-split noise.
+    assert pruned["buffers"] <= baseline["buffers"] + 3, (baseline, pruned)
+    assert await count(conn, "jobs") == 21_000
