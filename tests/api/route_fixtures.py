@@ -152,6 +152,185 @@ async def _key(ctx: FixtureContext) -> Call:
     return Call({**ctx.project, "key_id": row["id"]}, markers=(row["name"], row["prefix"]))
 
 
+# ----------------------------------------------------------------------------- engine resources
+
+
+async def _row(conn: Conn, query: str, params: dict[str, Any]) -> dict[str, Any]:
+    cur = await conn.execute(query, params)  # type: ignore[arg-type]
+    row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def make_queue_row(ctx: FixtureContext, **values: Any) -> dict[str, Any]:
+    return await _row(
+        ctx.conn,
+        "INSERT INTO queues (project_id, name, max_concurrency) VALUES (%(p)s, %(n)s, %(mc)s)"
+        " RETURNING *",
+        {
+            "p": ctx.tenant.project_id,
+            "n": values.get("name", f"queue-{ctx.tenant.label}-{next(_seq)}"),
+            "mc": values.get("max_concurrency"),
+        },
+    )
+
+
+async def make_job_row(ctx: FixtureContext, *, status: str = "queued") -> dict[str, Any]:
+    queue = await make_queue_row(ctx)
+    job = await _row(
+        ctx.conn,
+        """INSERT INTO jobs (project_id, queue_id, handler, payload, status, finished_at)
+           VALUES (%(p)s, %(q)s, %(h)s, '{"secret": 1}', %(s)s::job_status,
+                   CASE WHEN %(s)s IN ('done', 'dead_letter', 'cancelled') THEN now() END)
+           RETURNING *""",
+        {"p": ctx.tenant.project_id, "q": queue["id"], "h": f"handler-{next(_seq)}", "s": status},
+    )
+    return {**job, "queue": queue["name"]}
+
+
+async def _queues(ctx: FixtureContext) -> Call:
+    return Call(ctx.project)
+
+
+async def _new_queue(ctx: FixtureContext) -> Call:
+    return Call(ctx.project, {"name": f"new-queue-{next(_seq)}", "max_concurrency": 3})
+
+
+async def _queue(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    return Call({**ctx.project, "queue_id": queue["id"]}, markers=(queue["name"],))
+
+
+async def _queue_update(ctx: FixtureContext) -> Call:
+    call = await _queue(ctx)
+    return Call(call.path_params, {"priority": 7, "max_concurrency": None}, markers=call.markers)
+
+
+async def _new_policy(ctx: FixtureContext) -> Call:
+    return Call(ctx.project, {"name": f"policy-{next(_seq)}", "backoff": "linear"})
+
+
+async def _policy(ctx: FixtureContext) -> Call:
+    policy = await _row(
+        ctx.conn,
+        "INSERT INTO retry_policies (project_id, name) VALUES (%(p)s, %(n)s) RETURNING *",
+        {"p": ctx.tenant.project_id, "n": f"policy-{ctx.tenant.label}-{next(_seq)}"},
+    )
+    return Call({**ctx.project, "policy_id": policy["id"]}, markers=(policy["name"],))
+
+
+async def _policy_update(ctx: FixtureContext) -> Call:
+    call = await _policy(ctx)
+    return Call(call.path_params, {"max_attempts": 9}, markers=call.markers)
+
+
+async def _enqueue(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    return Call(ctx.project, {"queue": queue["name"], "handler": "noop", "payload": {"n": 1}})
+
+
+async def _enqueue_batch(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    items = [{"handler": "noop", "payload": {"n": i}} for i in range(3)]
+    return Call(ctx.project, {"queue": queue["name"], "jobs": items})
+
+
+async def _job(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx)
+    return Call({**ctx.project, "job_id": job["id"]}, markers=(job["handler"], job["queue"]))
+
+
+async def _job_cancel(ctx: FixtureContext) -> Call:
+    call = await _job(ctx)  # queued: cancelled at once → 200 (202 is for running jobs)
+    return Call(call.path_params, ok_status=200, markers=call.markers)
+
+
+async def _job_with_history(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx, status="done")
+    await ctx.conn.execute(
+        """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, finished_at,
+                                       duration_ms, error)
+           VALUES (%s, 1, 1, 'succeeded', now(), 5, 'secret-error-text')""",
+        (job["id"],),
+    )
+    await ctx.conn.execute(
+        "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'secret-log-line')",
+        (job["id"],),
+    )
+    return Call(
+        {**ctx.project, "job_id": job["id"]},
+        markers=(job["handler"], "secret-error-text", "secret-log-line"),
+    )
+
+
+async def _new_schedule(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    body = {
+        "name": f"schedule-{next(_seq)}",
+        "queue_id": queue["id"],
+        "cron": "*/5 * * * *",
+        "timezone": "Europe/London",
+        "handler": "noop",
+    }
+    return Call(ctx.project, body)
+
+
+async def _schedule_preview(ctx: FixtureContext) -> Call:
+    return Call(ctx.project, params={"cron": "0 9 * * 1-5", "timezone": "Asia/Kolkata", "n": 3})
+
+
+async def _schedule(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    row = await _row(
+        ctx.conn,
+        """INSERT INTO scheduled_jobs (project_id, queue_id, name, cron, handler)
+           VALUES (%(p)s, %(q)s, %(n)s, '0 * * * *', 'noop') RETURNING *""",
+        {
+            "p": ctx.tenant.project_id,
+            "q": queue["id"],
+            "n": f"sched-{ctx.tenant.label}-{next(_seq)}",
+        },
+    )
+    return Call({**ctx.project, "schedule_id": row["id"]}, markers=(row["name"], queue["name"]))
+
+
+async def _schedule_update(ctx: FixtureContext) -> Call:
+    call = await _schedule(ctx)
+    return Call(call.path_params, {"enabled": False}, markers=call.markers)
+
+
+async def _worker(ctx: FixtureContext) -> Call:
+    row = await _row(
+        ctx.conn,
+        """INSERT INTO workers (project_id, name, hostname, concurrency, queues)
+           VALUES (%(p)s, %(n)s, 'secret-host', 4, '{default}') RETURNING *""",
+        {"p": ctx.tenant.project_id, "n": f"worker-{ctx.tenant.label}-{next(_seq)}"},
+    )
+    return Call({**ctx.project, "worker_id": row["id"]}, markers=(row["name"], "secret-host"))
+
+
+async def make_dead_letter_row(ctx: FixtureContext) -> dict[str, Any]:
+    queue = await make_queue_row(ctx)
+    return await _row(
+        ctx.conn,
+        """INSERT INTO dead_letter_jobs (project_id, queue_id, handler, payload, reason, error,
+                                         attempts)
+           VALUES (%(p)s, %(q)s, %(h)s, '{"secret": 2}', 'exhausted', 'secret-dlq-error', 3)
+           RETURNING *""",
+        {"p": ctx.tenant.project_id, "q": queue["id"], "h": f"dlq-handler-{next(_seq)}"},
+    )
+
+
+async def _dead_letter(ctx: FixtureContext) -> Call:
+    row = await make_dead_letter_row(ctx)
+    return Call({**ctx.project, "dlq_id": row["id"]}, markers=(row["handler"], "secret-dlq-error"))
+
+
+async def _dead_letter_edit(ctx: FixtureContext) -> Call:
+    call = await _dead_letter(ctx)
+    return Call(call.path_params, {"payload": {"fixed": True}}, markers=call.markers)
+
+
 ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     # auth
     ("POST", "/auth/login"): _login,
@@ -181,4 +360,46 @@ ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     ("DELETE", "/projects/{project_id}/api-keys/{key_id}"): _key,
     # ---- other resources: add yours below (queues, retry policies, jobs, executions,
     # schedules, workers, dlq, metrics) ----
+    # queues
+    ("GET", "/projects/{project_id}/queues"): _queues,
+    ("POST", "/projects/{project_id}/queues"): _new_queue,
+    ("GET", "/projects/{project_id}/queues/{queue_id}"): _queue,
+    ("PATCH", "/projects/{project_id}/queues/{queue_id}"): _queue_update,
+    ("POST", "/projects/{project_id}/queues/{queue_id}/pause"): _queue,
+    ("POST", "/projects/{project_id}/queues/{queue_id}/resume"): _queue,
+    ("DELETE", "/projects/{project_id}/queues/{queue_id}"): _queue,
+    # retry policies
+    ("GET", "/projects/{project_id}/retry-policies"): _queues,
+    ("POST", "/projects/{project_id}/retry-policies"): _new_policy,
+    ("GET", "/projects/{project_id}/retry-policies/{policy_id}"): _policy,
+    ("PATCH", "/projects/{project_id}/retry-policies/{policy_id}"): _policy_update,
+    ("DELETE", "/projects/{project_id}/retry-policies/{policy_id}"): _policy,
+    # jobs, executions, logs
+    ("GET", "/projects/{project_id}/jobs"): _queues,
+    ("POST", "/projects/{project_id}/jobs"): _enqueue,
+    ("POST", "/projects/{project_id}/jobs/batch"): _enqueue_batch,
+    ("GET", "/projects/{project_id}/jobs/{job_id}"): _job,
+    ("POST", "/projects/{project_id}/jobs/{job_id}/cancel"): _job_cancel,
+    ("GET", "/projects/{project_id}/jobs/{job_id}/executions"): _job_with_history,
+    ("GET", "/projects/{project_id}/jobs/{job_id}/logs"): _job_with_history,
+    # schedules
+    ("GET", "/projects/{project_id}/schedules"): _queues,
+    ("POST", "/projects/{project_id}/schedules"): _new_schedule,
+    ("GET", "/projects/{project_id}/schedules/preview"): _schedule_preview,
+    ("GET", "/projects/{project_id}/schedules/{schedule_id}"): _schedule,
+    ("GET", "/projects/{project_id}/schedules/{schedule_id}/preview"): _schedule,
+    ("PATCH", "/projects/{project_id}/schedules/{schedule_id}"): _schedule_update,
+    ("DELETE", "/projects/{project_id}/schedules/{schedule_id}"): _schedule,
+    # workers
+    ("GET", "/projects/{project_id}/workers"): _queues,
+    ("GET", "/projects/{project_id}/workers/{worker_id}"): _worker,
+    # dead letters
+    ("GET", "/projects/{project_id}/dead-letters"): _queues,
+    ("GET", "/projects/{project_id}/dead-letters/{dlq_id}"): _dead_letter,
+    ("PATCH", "/projects/{project_id}/dead-letters/{dlq_id}"): _dead_letter_edit,
+    ("POST", "/projects/{project_id}/dead-letters/{dlq_id}/replay"): _dead_letter,
+    ("DELETE", "/projects/{project_id}/dead-letters/{dlq_id}"): _dead_letter,
+    # metrics
+    ("GET", "/projects/{project_id}/metrics"): _queues,
+    ("GET", "/metrics"): _none,
 }

@@ -340,3 +340,12 @@ async def list_schedules(
         {"project_id": project_id, "after_id": after_id, "limit": n + 1},
     )
     return _page(rows, n, "id")
+
+
+async def get_schedule(conn: Conn, project_id: ProjectId, schedule_id: int) -> dict[str, Any]:
+    return await _required(
+        conn,
+        "read_schedule_get",
+        {"project_id": project_id, "schedule_id": schedule_id},
+        "schedule",
+    )

@@ -12,4 +12,13 @@ MODULES: tuple[str, ...] = (
     "members",
     "projects",
     "api_keys",
+    # The engine's resources (jobs.py before executions.py: same path prefix, fixed first).
+    "queues",
+    "retry_policies",
+    "jobs",
+    "executions",
+    "schedules",
+    "workers",
+    "dlq",
+    "metrics",
 )

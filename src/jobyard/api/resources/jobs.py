@@ -1,4 +1,4 @@
-"""Jobs: enqueue (one or a batch), the explorer list, get, cancel; a job's executions and logs.
+"""Jobs: enqueue (one or a batch), the explorer list, get, cancel.
 
 Enqueue answers 202 with the new job, or 200 with the existing one when the idempotency key and
 payload match an earlier enqueue (409 when the key matches but the payload differs). Every
@@ -20,7 +20,7 @@ from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, r
 from jobyard.api.routes import Route, Scope
 from jobyard.core import enqueue, read_models, transitions
 from jobyard.core.read_models import JobFilters
-from jobyard.domain.enums import ExecutionOutcome, JobStatus, Role
+from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.errors import IllegalTransition
 from jobyard.domain.ids import JobId
 from jobyard.domain.schemas import BatchCreate, JobCreate
@@ -82,29 +82,6 @@ class BatchPublic(BaseModel):
     job_ids: list[int]
     queued: int = Field(description="Jobs ready to run now (the rest are delayed).")
     skipped: int = Field(description="Items whose idempotency key already named a job.")
-
-
-class ExecutionPublic(BaseModel):
-    id: int
-    execution_seq: int
-    attempt: int
-    attempt_charged: bool
-    worker_id: int | None
-    outcome: ExecutionOutcome | None = Field(description="null while the run is in progress.")
-    started_at: datetime
-    finished_at: datetime | None
-    duration_ms: int | None
-    error: str | None
-    error_fingerprint: str | None
-
-
-class LogPublic(BaseModel):
-    id: int
-    execution_seq: int
-    level: str
-    message: str
-    fields: dict[str, Any]
-    created_at: datetime
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -188,36 +165,6 @@ async def cancel_job(
     return JobDetail.model_validate(job)
 
 
-async def list_executions(
-    job_id: IdPath, project: ProjectDep, conn: ConnDep, page: PageDep
-) -> Page[ExecutionPublic]:
-    """A job's runs in order (one per claim, including refunded ones)."""
-    result = await read_models.list_executions(
-        conn, project.project_id, JobId(job_id), after_seq=keyset_after(page), limit=page.limit
-    )
-    return as_page(result, ExecutionPublic)
-
-
-async def list_logs(
-    job_id: IdPath,
-    project: ProjectDep,
-    conn: ConnDep,
-    page: PageDep,
-    execution_seq: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
-) -> Page[LogPublic]:
-    """A job's log lines, oldest first (optionally of one run). Poll with the last next_cursor
-    to follow new lines."""
-    result = await read_models.list_logs(
-        conn,
-        project.project_id,
-        JobId(job_id),
-        after_id=keyset_after(page),
-        execution_seq=execution_seq,
-        limit=page.limit,
-    )
-    return as_page(result, LogPublic)
-
-
 TAGS = ("jobs",)
 BASE = "/projects/{project_id}/jobs"
 ROUTES: tuple[Route, ...] = (
@@ -232,9 +179,4 @@ ROUTES: tuple[Route, ...] = (
           summary="Get a job", response_model=JobDetail, tags=TAGS),
     Route("POST", BASE + "/{job_id}/cancel", Scope.PROJECT, cancel_job, min_role=Role.MEMBER,
           status_code=202, summary="Cancel a job", response_model=JobDetail, tags=TAGS),
-    Route("GET", BASE + "/{job_id}/executions", Scope.PROJECT, list_executions,
-          min_role=Role.VIEWER, summary="List a job's executions",
-          response_model=Page[ExecutionPublic], tags=TAGS),
-    Route("GET", BASE + "/{job_id}/logs", Scope.PROJECT, list_logs, min_role=Role.VIEWER,
-          summary="List a job's log lines", response_model=Page[LogPublic], tags=TAGS),
 )  # fmt: skip

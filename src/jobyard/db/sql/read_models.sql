@@ -167,6 +167,13 @@ WHERE s.project_id = %(project_id)s
 ORDER BY s.id
 LIMIT %(limit)s
 
+-- name: read_schedule_get
+-- One schedule of a project with its queue name.
+SELECT s.*, q.name AS queue
+FROM scheduled_jobs s
+JOIN queues q ON q.id = s.queue_id
+WHERE s.project_id = %(project_id)s AND s.id = %(schedule_id)s
+
 -- name: read_metrics_queues
 -- Per-queue depth by state (claimable vs scheduled kept apart), in flight, live capacity.
 -- explain: {}

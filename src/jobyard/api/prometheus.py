@@ -1,0 +1,145 @@
+"""`GET /metrics`: Prometheus text for the whole cluster, read from PostgreSQL at scrape time.
+
+The database is the system of record, so every API replica reports the same numbers and any one
+of them can be scraped: one snapshot (two queries over unfinished jobs and live workers, see
+`core.read_models.cluster_snapshot`) per scrape, handed to a custom collector on a throwaway
+registry. No counter lives in process memory, so a restart loses nothing.
+
+Access: public unless `JOBYARD_METRICS_TOKEN` is set; then a scrape must send
+`Authorization: Bearer <token>` (Prometheus `authorization: {credentials: …}`), compared in
+constant time. Set it whenever the API is reachable by anyone but your Prometheus: the scrape
+names every organization, project and queue.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Header, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from jobyard.api.deps import ConnDep
+from jobyard.api.routes import Route, Scope
+from jobyard.core import clock, read_models
+from jobyard.core.auth import AuthenticationFailed
+from jobyard.core.read_models import ClusterSnapshot
+
+STATES = ("queued", "scheduled", "waiting", "claimed", "running")
+
+
+class MetricsSettings(BaseSettings):
+    """The scrape's own setting (JOBYARD_METRICS_TOKEN), read once per app on first scrape."""
+
+    model_config = SettingsConfigDict(env_prefix="JOBYARD_", extra="ignore", frozen=True)
+
+    metrics_token: SecretStr | None = None
+
+
+class SnapshotCollector(Collector):
+    """Yields gauges from one database snapshot."""
+
+    def __init__(self, snapshot: ClusterSnapshot, scrape_s: float) -> None:
+        self.snapshot = snapshot
+        self.scrape_s = scrape_s
+
+    def collect(self) -> Iterator[Metric]:
+        queue_labels = ["org", "project", "queue"]
+        jobs = GaugeMetricFamily(
+            "jobyard_queue_jobs",
+            "Unfinished jobs per queue and status (queued = claimable now).",
+            labels=[*queue_labels, "status"],
+        )
+        paused = GaugeMetricFamily(
+            "jobyard_queue_paused", "1 if the queue is paused.", labels=queue_labels
+        )
+        oldest = GaugeMetricFamily(
+            "jobyard_queue_oldest_queued_age_seconds",
+            "How long the oldest claimable job has been due (0 when none).",
+            labels=queue_labels,
+        )
+        letters = GaugeMetricFamily(
+            "jobyard_queue_dead_letters",
+            "Dead letters not replayed yet.",
+            labels=queue_labels,
+        )
+        for q in self.snapshot.queues:
+            key = [q["org"], q["project"], q["queue"]]
+            for state in STATES:
+                jobs.add_metric([*key, state], float(q[state]))
+            paused.add_metric(key, 1.0 if q["is_paused"] else 0.0)
+            oldest.add_metric(key, float(q["oldest_queued_age_s"]))
+            letters.add_metric(key, float(q["dead_letters"]))
+        yield from (jobs, paused, oldest, letters)
+
+        worker_labels = ["org", "project", "status"]
+        workers = GaugeMetricFamily(
+            "jobyard_workers", "Live workers (active or draining).", labels=worker_labels
+        )
+        capacity = GaugeMetricFamily(
+            "jobyard_worker_capacity", "Summed concurrency of live workers.", labels=worker_labels
+        )
+        in_flight = GaugeMetricFamily(
+            "jobyard_worker_in_flight", "Jobs live workers hold now.", labels=worker_labels
+        )
+        for w in self.snapshot.workers:
+            key = [w["org"], w["project"], w["status"]]
+            workers.add_metric(key, float(w["workers"]))
+            capacity.add_metric(key, float(w["capacity"]))
+            in_flight.add_metric(key, float(w["in_flight"]))
+        yield from (workers, capacity, in_flight)
+
+        yield GaugeMetricFamily(
+            "jobyard_scrape_duration_seconds",
+            "Time this scrape spent reading the database.",
+            value=self.scrape_s,
+        )
+
+
+def render(snapshot: ClusterSnapshot, scrape_s: float) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot, scrape_s))
+    return generate_latest(registry)
+
+
+def _settings(request: Request) -> MetricsSettings:
+    state = request.app.state
+    cached = getattr(state, "metrics_settings", None)
+    if isinstance(cached, MetricsSettings):
+        return cached
+    fresh = MetricsSettings()
+    state.metrics_settings = fresh
+    return fresh
+
+
+def _check_token(expected: SecretStr | None, authorization: str | None) -> None:
+    if expected is None:
+        return
+    scheme, _, given = (authorization or "").partition(" ")
+    want = expected.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), want):
+        raise AuthenticationFailed("this endpoint needs the metrics token (Bearer)")
+
+
+async def scrape(
+    request: Request,
+    conn: ConnDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Response:
+    """Prometheus text exposition of queue depths, dead letters and live workers."""
+    _check_token(_settings(request).metrics_token, authorization)
+    started = clock.monotonic()
+    snapshot = await read_models.cluster_snapshot(conn)
+    body = render(snapshot, clock.monotonic() - started)
+    return Response(content=body, media_type=CONTENT_TYPE_LATEST)
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("GET", "/metrics", Scope.PUBLIC, scrape, prefix="", tags=("metrics",),
+          summary="Prometheus metrics (text exposition)"),
+)  # fmt: skip

@@ -1,0 +1,72 @@
+"""Workers: the processes that claim and run jobs — status, last heartbeat, in-flight jobs vs
+capacity, the queues they serve, and (per worker) their recent heartbeats. Read-only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Query
+from pydantic import BaseModel, Field
+
+from jobyard.api.deps import ConnDep, ProjectDep
+from jobyard.api.pagination import Page, PageDep
+from jobyard.api.resources._shared import IdPath, as_page, keyset_after
+from jobyard.api.routes import Route, Scope
+from jobyard.core import read_models
+from jobyard.domain.enums import Role, WorkerStatus
+from jobyard.domain.ids import WorkerId
+
+
+class WorkerPublic(BaseModel):
+    id: int
+    name: str
+    hostname: str
+    pid: int | None
+    queues: list[str]
+    status: WorkerStatus
+    capacity: int = Field(description="Jobs it runs at once (its concurrency).")
+    in_flight: int = Field(description="Jobs it holds now (claimed or running).")
+    started_at: datetime
+    last_heartbeat_at: datetime
+    stopped_at: datetime | None
+
+
+class HeartbeatPublic(BaseModel):
+    beat_at: datetime
+    in_flight: int
+    capacity: int
+
+
+class WorkerDetail(WorkerPublic):
+    recent_heartbeats: list[HeartbeatPublic] = Field(description="Newest first.")
+
+
+async def list_workers(
+    project: ProjectDep,
+    conn: ConnDep,
+    page: PageDep,
+    status: Annotated[list[WorkerStatus] | None, Query(description="Repeat for several.")] = None,
+) -> Page[WorkerPublic]:
+    """Workers, newest first."""
+    result = await read_models.list_workers(
+        conn, project.project_id, statuses=status, before_id=keyset_after(page), limit=page.limit
+    )
+    return as_page(result, WorkerPublic)
+
+
+async def get_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> WorkerDetail:
+    return WorkerDetail.model_validate(
+        await read_models.get_worker(conn, project.project_id, WorkerId(worker_id))
+    )
+
+
+TAGS = ("workers",)
+BASE = "/projects/{project_id}/workers"
+ROUTES: tuple[Route, ...] = (
+    Route("GET", BASE, Scope.PROJECT, list_workers, min_role=Role.VIEWER,
+          summary="List workers", response_model=Page[WorkerPublic], tags=TAGS),
+    Route("GET", BASE + "/{worker_id}", Scope.PROJECT, get_worker, min_role=Role.VIEWER,
+          summary="Get a worker with its recent heartbeats", response_model=WorkerDetail,
+          tags=TAGS),
+)  # fmt: skip
