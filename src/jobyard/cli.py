@@ -331,7 +331,7 @@ ProjectOpt = Annotated[
 @app.command("worker")
 def worker_cmd(
     queues: Annotated[
-        str, typer.Option("--queues", "-q", help="Comma-separated queues, highest priority first.")
+        str, typer.Option("--queues", "-q", help="Comma-separated queues (claimed by priority).")
     ] = "default",
     concurrency: Annotated[
         int | None,

@@ -28,6 +28,7 @@ def config(url: str, **overrides: Any) -> WorkerConfig:
         "lease_s": 2.0,
         "poll_interval_s": 0.5,
         "drain_grace_s": 1.0,
+        "queue_refresh_s": 0.5,
     }
     values.update(overrides)
     return WorkerConfig(**values)
@@ -76,7 +77,10 @@ async def maintenance_loop(url: str, interval_s: float = 0.2) -> AsyncIterator[N
 
 
 async def eventually(
-    check: Callable[[], Awaitable[Any]], *, timeout: float = 30.0, interval: float = 0.05
+    check: Callable[[], Awaitable[Any]],
+    *,
+    timeout: float = 30.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
+    interval: float = 0.05,
 ) -> Any:
     """Poll until `check()` returns something truthy; its last value otherwise fails the test."""
     deadline = time.monotonic() + timeout

