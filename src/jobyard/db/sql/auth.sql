@@ -15,15 +15,15 @@ SELECT id, email, password_hash, display_name, is_active FROM users WHERE id = %
 UPDATE users SET password_hash = %(password_hash)s WHERE id = %(user_id)s
 
 -- name: auth_session_user
--- The active user behind an access token, only while the token's refresh family is unrevoked
--- (so logout and reuse detection end access tokens at once, not 15 minutes later).
+-- The active user behind an access token, only while the token's refresh family exists for that user and is unrevoked (logout and reuse detection end access tokens at once).
 SELECT u.id, u.email, u.display_name
 FROM users u
 WHERE u.id = %(user_id)s
   AND u.is_active
-  AND NOT EXISTS (
-      SELECT 1 FROM refresh_tokens r
-      WHERE r.family_id = %(family_id)s AND r.revoked_at IS NOT NULL)
+  -- NULL (no such family for this user) counts as revoked.
+  AND coalesce((
+      SELECT bool_and(r.revoked_at IS NULL) FROM refresh_tokens r
+      WHERE r.family_id = %(family_id)s AND r.user_id = u.id), false)
 
 -- name: auth_refresh_insert
 -- Store a refresh token (its SHA-256 only) in a family.
