@@ -38,7 +38,7 @@ class LoginRequest(_In):
 
 
 class RefreshRequest(_In):
-    refresh_token: Annotated[str, Field(min_length=1, max_length=200)]
+    refresh_token: Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class PasswordChange(_In):
