@@ -1,0 +1,107 @@
+"""The dead-letter queue over the real app: list and filter, get, edit, replay, delete."""
+
+from __future__ import annotations
+
+import httpx
+
+from jobyard.db.pool import Conn
+from jobyard.domain.enums import Role
+from jobyard.domain.limits import MAX_PAYLOAD_BYTES
+from tests.api.conftest import Tenant
+from tests.api.engine_helpers import (
+    base,
+    dead_letter,
+    error_fields,
+    error_of,
+    make_queue,
+    make_worker,
+    owner,
+    scalar,
+)
+
+
+async def test_dead_letters_list_filters_by_queue_and_fingerprint(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    await make_queue(client, tenant_a, "billing")
+    worker = await make_worker(conn, tenant_a.project_id)
+    pid = tenant_a.project_id
+    first = await dead_letter(conn, pid, worker, error="card 4242 declined")
+    second = await dead_letter(conn, pid, worker, queue="billing", error="card 1881 declined")
+    other = await dead_letter(conn, pid, worker, error="timeout after 30s")
+    url, h = f"{base(tenant_a)}/dead-letters", tenant_a.headers(Role.VIEWER)
+
+    listed = (await client.get(url, headers=h)).json()["items"]
+    assert [d["id"] for d in listed] == [other, second, first]  # newest first
+    assert listed[0]["reason"] == "exhausted" and listed[0]["attempts"] == 1
+    assert "payload" not in listed[0]
+    billing = (await client.get(url, params={"queue": "billing"}, headers=h)).json()["items"]
+    assert [d["id"] for d in billing] == [second]
+    # Same failure with different numbers → same fingerprint.
+    fp = listed[2]["error_fingerprint"]
+    assert listed[1]["error_fingerprint"] == fp != listed[0]["error_fingerprint"]
+    same = (await client.get(url, params={"error_fingerprint": fp}, headers=h)).json()["items"]
+    assert [d["id"] for d in same] == [second, first]
+
+
+async def test_edit_then_replay_enqueues_a_new_job_with_the_edited_payload(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    worker = await make_worker(conn, tenant_a.project_id)
+    dlq_id = await dead_letter(conn, tenant_a.project_id, worker, payload={"card": "old"})
+    url, h = f"{base(tenant_a)}/dead-letters/{dlq_id}", tenant_a.headers(Role.MEMBER)
+
+    got = await client.get(url, headers=h)
+    assert got.json()["payload"] == {"card": "old"} and got.json()["replayed_at"] is None
+    edited = await client.patch(url, json={"payload": {"card": "new"}}, headers=h)
+    assert edited.status_code == 200 and edited.json()["payload"] == {"card": "new"}
+
+    replayed = await client.post(f"{url}/replay", headers=h)
+    assert replayed.status_code == 202, replayed.text
+    job = replayed.json()
+    assert job["status"] == "queued" and job["payload"] == {"card": "new"}
+    assert job["attempt"] == 0 and job["executions"]["total"] == 0
+    after = (await client.get(url, headers=h)).json()
+    assert after["replay_job_id"] == job["id"] and after["replayed_at"] is not None
+
+    # Replay with a payload of its own (it is saved on the dead letter too).
+    again = await client.post(
+        f"{url}/replay", json={"payload": {"card": "newer"}, "max_attempts": 2}, headers=h
+    )
+    assert again.status_code == 202
+    assert again.json()["payload"] == {"card": "newer"} and again.json()["max_attempts"] == 2
+    assert again.json()["id"] != job["id"]
+
+
+async def test_oversized_payload_edit_is_refused_and_keeps_the_old_one(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    worker = await make_worker(conn, tenant_a.project_id)
+    dlq_id = await dead_letter(conn, tenant_a.project_id, worker, payload={"keep": 1})
+    url, h = f"{base(tenant_a)}/dead-letters/{dlq_id}", owner(tenant_a)
+    big = {"blob": "x" * MAX_PAYLOAD_BYTES}
+    r = await client.patch(url, json={"payload": big}, headers=h)
+    assert error_fields(error_of(r, 422, "validation_error")) == {"payload"}
+    r = await client.post(f"{url}/replay", json={"payload": big}, headers=h)
+    assert error_fields(error_of(r, 422, "validation_error")) == {"payload"}
+    assert (await client.get(url, headers=h)).json()["payload"] == {"keep": 1}
+    assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 0
+
+
+async def test_delete_removes_the_dead_letter_for_good(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    worker = await make_worker(conn, tenant_a.project_id)
+    dlq_id = await dead_letter(conn, tenant_a.project_id, worker)
+    url = f"{base(tenant_a)}/dead-letters/{dlq_id}"
+    # Members replay; deleting is an admin's call.
+    error_of(await client.delete(url, headers=tenant_a.headers(Role.MEMBER)), 403, "forbidden")
+    r = await client.delete(url, headers=tenant_a.headers(Role.ADMIN))
+    assert r.status_code == 204
+    error_of(await client.get(url, headers=owner(tenant_a)), 404, "not_found")
+    error_of(await client.post(f"{url}/replay", headers=owner(tenant_a)), 404, "not_found")
+    assert await scalar(conn, "SELECT count(*) FROM dead_letter_jobs") == 0
