@@ -31,18 +31,25 @@ SECRET_KEYS: Final = frozenset(
         "database_url",
         "csrf_token",
         "key",
+        "current_password",
+        "temporary_password",
+        "x-api-key",
     }
 )
 REDACTED: Final = "[redacted]"
 # Inline credentials in URLs (postgresql://user:pw@host) and bearer tokens in free text.
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://[^:/@\s]+):[^@\s]+@", re.IGNORECASE)
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+")
-_JOBYARD_KEY = re.compile(r"\bjy_[A-Za-z0-9_-]{16,}")
+# API keys (jy_…) and refresh tokens (jyr_…) anywhere in free text.
+_JOBYARD_KEY = re.compile(r"\bjyr?_[A-Za-z0-9_-]{16,}")
+# A JWT (header.payload.signature, header and payload JSON objects: base64 "eyJ…").
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 
 
 def redact_text(text: str) -> str:
     text = _URL_PASSWORD.sub(r"\g<scheme>:" + REDACTED + "@", text)
     text = _BEARER.sub(r"\1 " + REDACTED, text)
+    text = _JWT.sub(REDACTED, text)
     return _JOBYARD_KEY.sub(REDACTED, text)
 
 
