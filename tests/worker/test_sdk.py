@@ -225,3 +225,24 @@ async def test_is_cancelled_reaches_a_thread_handler(db_url: str, conn: Conn) ->
 
 async def _is(conn: Conn, job_id: int, *statuses: str) -> bool:
     return await job_status(conn, job_id) in statuses
+
+
+async def test_an_open_app_reuses_its_pool_for_defers(db_url: str, conn: Conn) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    async with app:
+        ids = [(await app.defer("noop", {"i": i})).id for i in range(3)]
+    assert await scalar(conn, "SELECT count(*) FROM jobs WHERE id = ANY(%s)", ids) == 3
+
+
+def test_a_task_may_not_take_a_built_in_handler_s_name() -> None:
+    from jobyard.worker.commands import worker_registry
+
+    app = App(project=PROJECT, database_url="postgresql://unused")
+
+    @app.task(name="sleep")
+    async def my_sleep(ctx: JobContext) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="clashes with the built-in"):
+        worker_registry(app)
+    with pytest.raises(ConfigurationError, match="already registered"):
+        app.task(name="sleep")(lambda ctx: None)
