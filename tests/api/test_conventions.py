@@ -98,6 +98,9 @@ async def test_unhandled_errors_are_500_with_a_request_id_and_no_trace(
         assert err["request_id"] == "req-boom-0001"
         assert "kaboom" not in response.text and "Traceback" not in response.text
         assert any("unhandled error" in r.getMessage() for r in caplog.records)
+        # The log has the type and frames, but not the message (it may quote data).
+        assert "RuntimeError" in caplog.text and "test_conventions.py" in caplog.text
+        assert "kaboom" not in caplog.text
         assert_envelope(await client.get("/conflict"), 409, "conflict")
         assert_envelope(await client.get("/illegal"), 409, "illegal_transition")
 

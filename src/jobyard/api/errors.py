@@ -6,6 +6,7 @@ a 500 with no stack trace in the body, logged with the request id (see middlewar
 
 from __future__ import annotations
 
+import traceback
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -174,13 +175,18 @@ async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def unhandled_error(request: Request, exc: Exception) -> JSONResponse:
-    """500 with the request id only; the traceback goes to the log, never to the client."""
+    """500 with the request id only. The log gets the exception type and the stack's frames
+    but not the message: driver errors quote parameter values (payload fragments) in theirs."""
+    frames = [
+        f"{f.filename.rsplit('/site-packages/', 1)[-1]}:{f.lineno} {f.name}"
+        for f in traceback.extract_tb(exc.__traceback__)
+    ]
     log.error(
         "unhandled error",
-        error=type(exc).__name__,
+        error=f"{type(exc).__module__}.{type(exc).__name__}",
         method=request.method,
         path=request.url.path,
-        exc_info=exc,
+        stack=frames[-12:],
     )
     return envelope(
         500,
