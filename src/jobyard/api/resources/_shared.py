@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, TypeVar
 
 from fastapi import Path
@@ -34,20 +35,38 @@ IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 def reject_nul(value: Any, field: str) -> None:
-    """ValidationFailed naming the first string inside `value` that holds a NUL character.
+    """ValidationFailed naming the first string (or object key) inside `value` that holds a NUL.
 
-    For shared domain schemas (JobCreate, …) whose string fields do not forbid it themselves:
-    PostgreSQL text cannot store NUL, and the driver would refuse it with an untranslated error.
+    PostgreSQL can store NUL neither in text nor anywhere in jsonb, and the driver refuses it
+    with an error the db boundary does not translate; shared schemas (JobCreate, payloads) do
+    not forbid it themselves, so the engine routes check here, before any SQL.
     """
     if isinstance(value, str):
         if "\x00" in value:
             raise ValidationFailed(f"{field}: must not contain the NUL character", field=field)
     elif isinstance(value, dict):
         for key, item in value.items():
-            reject_nul(item, f"{field}.{key}" if field else str(key))
+            path = f"{field}.{key}" if field else str(key)
+            if isinstance(key, str) and "\x00" in key:
+                raise ValidationFailed(
+                    f"{field or 'body'}: keys must not contain the NUL character",
+                    field=field or "body",
+                )
+            reject_nul(item, path)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             reject_nul(item, f"{field}[{i}]")
+
+
+def utc(value: datetime | None, field: str) -> datetime | None:
+    """The same instant in UTC. PostgreSQL refuses UTC offsets beyond ±15:59 that Python
+    accepts (up to ±23:59); an instant outside Python's years 1-9999 in UTC is refused here."""
+    if value is None:
+        return None
+    try:
+        return value.astimezone(UTC) if value.tzinfo is not None else value
+    except OverflowError:
+        raise ValidationFailed(f"{field}: out of range", field=field) from None
 
 
 def keyset_after(page: PageParams) -> int | None:

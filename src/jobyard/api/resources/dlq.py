@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after
+from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul
 from jobyard.api.resources.jobs import JobDetail
 from jobyard.api.routes import Route, Scope
 from jobyard.core import dlq, read_models
@@ -100,6 +100,7 @@ async def edit_dead_letter(
     dlq_id: IdPath, body: DeadLetterEdit, project: ProjectDep, conn: ConnDep
 ) -> DeadLetterDetail:
     """Fix a dead letter's payload before replaying it."""
+    reject_nul(body.payload, "payload")
     await dlq.update_payload(conn, project.project_id, dlq_id, body.payload)
     return await _detail(conn, project, dlq_id)
 
@@ -109,6 +110,7 @@ async def replay_dead_letter(
 ) -> JobDetail:
     """Enqueue the dead letter again as a new queued job (optionally with a new payload)."""
     options = body or DeadLetterReplay()
+    reject_nul(options.payload, "payload")
     await enforce_enqueue_limit(conn, project.project_id, 1)  # a replay is an enqueue
     job = await dlq.replay(
         conn, project.project_id, dlq_id, payload=options.payload, max_attempts=options.max_attempts

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul
+from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul, utc
 from jobyard.api.routes import Route, Scope
 from jobyard.core import enqueue, read_models, transitions
 from jobyard.core.read_models import JobFilters
@@ -92,7 +92,8 @@ async def enqueue_job(
 ) -> JobPublic:
     """Enqueue one job: now, later (run_at or delay_ms), with a priority and an optional
     idempotency key."""
-    reject_nul(body.model_dump(mode="json", exclude={"payload"}), "")
+    reject_nul(body.model_dump(), "")
+    body = body.model_copy(update={"run_at": utc(body.run_at, "run_at")})
     await enforce_enqueue_limit(conn, project.project_id, 1)
     result = await enqueue.enqueue(conn, project.project_id, body)
     if not result.created:
@@ -102,7 +103,12 @@ async def enqueue_job(
 
 async def enqueue_batch(body: BatchCreate, project: ProjectDep, conn: ConnDep) -> BatchPublic:
     """Enqueue many jobs of one queue in one statement."""
-    reject_nul(body.model_dump(mode="json", exclude={"jobs": {"__all__": {"payload"}}}), "")
+    reject_nul(body.model_dump(), "")
+    items = [
+        item.model_copy(update={"run_at": utc(item.run_at, f"jobs[{i}].run_at")})
+        for i, item in enumerate(body.jobs)
+    ]
+    body = body.model_copy(update={"jobs": items})
     await enforce_enqueue_limit(conn, project.project_id, len(body.jobs))
     result = await enqueue.enqueue_batch(conn, project.project_id, body)
     return BatchPublic(
@@ -131,8 +137,8 @@ async def list_jobs(
         statuses=status,
         queue=queue,
         handler=handler,
-        created_from=created_from,
-        created_to=created_to,
+        created_from=utc(created_from, "created_from"),
+        created_to=utc(created_to, "created_to"),
         error_fingerprint=error_fingerprint,
     )
     result = await read_models.list_jobs(

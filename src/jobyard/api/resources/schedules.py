@@ -128,7 +128,7 @@ async def create_schedule(
     body: ScheduleCreate, project: ProjectDep, conn: ConnDep
 ) -> SchedulePublic:
     values = body.model_dump()
-    reject_nul({k: v for k, v in values.items() if k != "payload"}, "")
+    reject_nul(values, "")
     row = await schedules.create_schedule(
         conn, project.project_id, schedules.ScheduleFields.from_mapping(values)
     )
@@ -164,7 +164,7 @@ async def update_schedule(
     schedule_id: IdPath, body: ScheduleUpdate, project: ProjectDep, conn: ConnDep
 ) -> SchedulePublic:
     changes: dict[str, Any] = body.model_dump(include=body.model_fields_set)
-    reject_nul({k: v for k, v in changes.items() if k != "payload"}, "")
+    reject_nul(changes, "")
     # A 404 for a path id names nothing (core's names the field, which would tell an id apart).
     await read_models.get_schedule(conn, project.project_id, schedule_id)
     await schedules.update_schedule(conn, project.project_id, schedule_id, changes)

@@ -1,0 +1,243 @@
+"""Generated requests from the OpenAPI spec against the real app and database (schemathesis).
+
+Every operation gets valid and invalid requests (positive and negative generation) sent as the
+project owner, half of them aimed at real objects (seeded ids) so handlers run past their 404s.
+Two properties must hold for every response: no 5xx, and every 4xx is the error envelope with
+the request id of its X-Request-Id header. Deterministic (derandomize), no shrinking: a
+failure is recorded with its request and reported together with the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from schemathesis import Case, GenerationMode
+from schemathesis.python.asgi import shutdown_lifespans
+
+from jobyard.api.app import create_app
+from jobyard.db.pool import Conn
+from jobyard.domain.enums import Role
+from jobyard.domain.settings import Settings
+from tests.api.conftest import Tenant
+
+pytestmark = pytest.mark.slow
+
+MIN_CASES = 2_000
+GHOST_ID = 4_000_000_000_000_000_000  # a valid bigint that names nothing
+# Path ids pinned to GHOST_ID: with a generated (small) id these would delete or demote the
+# run's own org, project or owner, and turn the rest of the run into 404s. They still get
+# generated bodies and queries.
+PINNED = {
+    ("DELETE", "/api/v1/orgs/{org_id}"): ("org_id",),
+    ("DELETE", "/api/v1/projects/{project_id}"): ("project_id",),
+    ("DELETE", "/api/v1/orgs/{org_id}/members/{user_id}"): ("user_id",),
+    ("PATCH", "/api/v1/orgs/{org_id}/members/{user_id}"): ("user_id",),
+}
+# Logout would revoke the owner's session and turn the rest of the run into 401s.
+SKIP = {("POST", "/api/v1/auth/logout")}
+# Credentials are the run's own (the owner's token); auth is tested on its own elsewhere.
+AUTH_HEADERS = ("authorization", "x-api-key")
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    by_status: Counter[int] = field(default_factory=Counter)
+    by_operation: Counter[tuple[str, int]] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+
+def _envelope_problem(response: Any) -> str | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return "body is not JSON"
+    if not isinstance(body, dict) or set(body) != {"error"} or not isinstance(body["error"], dict):
+        return "body is not {'error': {...}}"
+    error = body["error"]
+    if set(error) != {"code", "message", "details", "request_id"}:
+        return f"error keys are {sorted(error)}"
+    if not isinstance(error["code"], str) or not isinstance(error["message"], str):
+        return "code/message are not strings"
+    # schemathesis gives headers as lowercase keys with list values.
+    if [error["request_id"]] != response.headers.get("x-request-id"):
+        return "request_id does not match X-Request-Id"
+    return None
+
+
+def check(case: Case, response: Any, tally: Tally) -> None:
+    tally.cases += 1
+    tally.by_status[response.status_code] += 1
+    tally.by_operation[(f"{case.method} {case.path}", response.status_code)] += 1
+    problem = None
+    if response.status_code >= 500:
+        problem = f"status {response.status_code}"
+    elif 400 <= response.status_code < 500:
+        problem = _envelope_problem(response)
+    if problem and len(tally.failures) < 20:
+        tally.failures.append(
+            f"{case.method} {case.formatted_path} query={case.query} body={case.body!r:.300}"
+            f" → {response.status_code} {problem}: {response.text[:300]}"
+        )
+
+
+async def _seed(conn: Conn, tenant: Tenant) -> dict[str, int]:
+    """One object of every kind in the owner's project, so generated calls can hit real ids."""
+
+    async def one(query: str, *args: Any) -> int:
+        row = await (await conn.execute(query, args)).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return int(next(iter(row.values())))
+
+    pid = tenant.project_id
+    policy = await one(
+        "INSERT INTO retry_policies (project_id, name) VALUES (%s, 'std') RETURNING id", pid
+    )
+    queue = await one(
+        "INSERT INTO queues (project_id, name, retry_policy_id) VALUES (%s, 'default', %s)"
+        " RETURNING id",
+        pid,
+        policy,
+    )
+    job = await one(
+        "INSERT INTO jobs (project_id, queue_id, handler) VALUES (%s, %s, 'h') RETURNING id",
+        pid,
+        queue,
+    )
+    await conn.execute(
+        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)", (job,)
+    )
+    await conn.execute(
+        "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job,)
+    )
+    schedule = await one(
+        "INSERT INTO scheduled_jobs (project_id, queue_id, name, cron, handler)"
+        " VALUES (%s, %s, 'nightly', '0 3 * * *', 'h') RETURNING id",
+        pid,
+        queue,
+    )
+    worker = await one(
+        "INSERT INTO workers (project_id, name, concurrency) VALUES (%s, 'w', 2) RETURNING id",
+        pid,
+    )
+    dlq = await one(
+        "INSERT INTO dead_letter_jobs (project_id, queue_id, handler, payload, reason, attempts)"
+        " VALUES (%s, %s, 'h', '{}', 'exhausted', 3) RETURNING id",
+        pid,
+        queue,
+    )
+    return {
+        "project_id": pid,
+        "org_id": tenant.org_id,
+        "queue_id": queue,
+        "policy_id": policy,
+        "job_id": job,
+        "schedule_id": schedule,
+        "worker_id": worker,
+        "dlq_id": dlq,
+    }
+
+
+def _strategies(operation: Any, real: dict[str, int]) -> list[Any]:
+    names = {p.name for p in operation.path_parameters}
+    pinned = {k: GHOST_ID for k in PINNED.get((operation.method.upper(), operation.path), ())}
+    own = {k: v for k, v in real.items() if k in names} | pinned
+    tenant_only = {k: v for k, v in own.items() if k in ("project_id", "org_id")} | pinned
+    found = []
+    for mode, path in (
+        (GenerationMode.POSITIVE, own),
+        (GenerationMode.POSITIVE, tenant_only),
+        (GenerationMode.NEGATIVE, own),
+    ):
+        try:
+            found.append(operation.as_strategy(generation_mode=mode, path_parameters=path or None))
+        except Exception:
+            continue
+    return found
+
+
+def run_schema(schema: Any, headers: dict[str, str], real: dict[str, int]) -> Tally:
+    tally = Tally()
+    operations = [r.ok() for r in schema.get_all_operations()]
+    operations = [op for op in operations if (op.method.upper(), op.path) not in SKIP]
+    per_operation = -(-int(MIN_CASES * 1.15) // len(operations))
+    for operation in operations:
+        strategies = _strategies(operation, real)
+        if not strategies:
+            continue
+
+        @settings(
+            max_examples=per_operation,
+            derandomize=True,
+            database=None,
+            deadline=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(case=st.one_of(*strategies))
+        def exercise(case: Case) -> None:
+            for name in list(case.headers or {}):
+                if name.lower() in AUTH_HEADERS:
+                    del case.headers[name]
+            check(case, case.call(headers=headers), tally)
+
+        exercise()
+    return tally
+
+
+async def test_generated_requests_never_fail_the_server_and_4xx_are_envelopes(
+    api_settings: Settings, conn: Conn, tenant_a: Tenant
+) -> None:
+    real = await _seed(conn, tenant_a)
+    # The app opens its own pool in schemathesis' event-loop thread (its lifespan).
+    app = create_app(api_settings)
+    schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", app)
+    try:
+        tally = await asyncio.to_thread(run_schema, schema, tenant_a.headers(Role.OWNER), real)
+    finally:
+        await asyncio.to_thread(shutdown_lifespans)
+    summary = ", ".join(f"{s}: {n}" for s, n in sorted(tally.by_status.items()))
+    print(f"\nschemathesis: {tally.cases} cases ({summary})")
+    assert tally.cases >= MIN_CASES, f"only {tally.cases} cases ({summary})"
+    # The run reached past validation and the guard: real successes, not only refusals.
+    successes = {op for (op, status) in tally.by_operation if status < 300}
+    assert len(successes) >= 40, sorted(tally.by_operation.items())
+    assert tally.failures == [], "\n".join(tally.failures)
+
+
+def test_the_envelope_check_can_fail() -> None:
+    """The custom check itself: a 4xx that is not the envelope, and a 500, are both caught."""
+
+    class Fake:
+        def __init__(self, status: int, body: Any, request_id: str = "r1") -> None:
+            self.status_code = status
+            self._body = body
+            self.headers = {"x-request-id": [request_id]}
+            self.text = str(body)
+
+        def json(self) -> Any:
+            return self._body
+
+    class FakeCase:
+        method, path, formatted_path, query, body = "GET", "/x", "/x", {}, None
+
+    good = {"error": {"code": "c", "message": "m", "details": {}, "request_id": "r1"}}
+    tally = Tally()
+    for response in (
+        Fake(404, good),
+        Fake(422, {"detail": [{"loc": ["body"]}]}),
+        Fake(404, {**good, "error": {**good["error"], "request_id": "other"}}),
+        Fake(500, good),
+        Fake(200, {"anything": True}),
+    ):
+        check(FakeCase(), response, tally)  # type: ignore[arg-type]
+    assert tally.cases == 5 and len(tally.failures) == 3
+    assert list(itertools.chain(tally.by_status)) == [404, 422, 500, 200]
