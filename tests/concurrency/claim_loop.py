@@ -70,6 +70,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         t_start = time.perf_counter()
         while empties < 2 and len(errors) < MAX_ERRORS:
             n = rng.randint(1, args.max_n)
+            wall = time.time()  # comparable across processes: shows how close the calls raced
             t0 = time.perf_counter()
             try:
                 jobs = await claim_batch(conn, queue, worker_id, n, lease_s=30)
@@ -83,6 +84,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "n": n,
                     "ids": [j.id for j in jobs],
                     "seqs": [j.execution_seq for j in jobs],
+                    "at": wall,
                     "ms": (time.perf_counter() - t0) * 1000,
                 }
             )
