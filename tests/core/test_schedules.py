@@ -201,9 +201,14 @@ async def test_schedule_an_hour_in_the_past_fires_once_not_sixty_times(conn: Con
     row = await new_schedule(conn, queue, cron="* * * * *")
     now = T0 + timedelta(hours=1, seconds=20)
     await conn.execute("UPDATE scheduled_jobs SET next_run_at = %s WHERE id = %s", (T0, row["id"]))
-    first = await materialize_due(conn, now=now)
-    again = await materialize_due(conn, now=now)
-    assert (first.fired, again.fired) == (1, 0)
+    # Run passes until nothing is due any more: one fire in total, not one per missed minute.
+    fired = []
+    for _ in range(100):
+        result = await materialize_due(conn, now=now)
+        if not result.locked:
+            break
+        fired.append(result.fired)
+    assert fired == [1]
     jobs = await jobs_of(conn, row["id"])
     assert [j["run_at"] for j in jobs] == [T0]
     # The next fire is computed from now, not from the missed fire time.

@@ -135,11 +135,11 @@ async def test_reaper_leaves_a_row_a_heartbeat_is_extending_right_now(
     finally:
         await heartbeat.close()
         await reaper_conn.close()
-    assert done, "the reaper waited for the heartbeat's row lock instead of skipping the row"
-    assert result.reaped == 0
     after = await job(conn, held["id"])
     assert (after["status"], after["lock_expires_at"]) == ("running", T0 + timedelta(seconds=30))
     assert (await execution(conn, held["id"]))["outcome"] is None
+    assert result.reaped == 0
+    assert done, "the reaper waited for the heartbeat's row lock instead of skipping the row"
 
 
 async def test_reaper_racing_heartbeats_and_completions_never_takes_a_saved_job(
@@ -200,6 +200,7 @@ async def test_reaper_racing_heartbeats_and_completions_never_takes_a_saved_job(
         await reaper_conn.close()
     assert saved & reaped == set()
     assert saved | reaped == set(ids)
+    print(f"\nrace: saved {len(saved)}, reaped {len(reaped)}")
     assert saved and reaped, (len(saved), len(reaped))  # both sides really won some races
     rows = await all_rows(conn, "SELECT id, status::text FROM jobs WHERE id = ANY(%s)", ids)
     status = {r["id"]: r["status"] for r in rows}
