@@ -28,8 +28,8 @@ test: install ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TE
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 lint: install ## ruff check + format check
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
 
 typecheck: install ## mypy --strict
 	$(BIN)/mypy --strict
