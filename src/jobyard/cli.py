@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from datetime import UTC, datetime
@@ -473,6 +474,59 @@ def demo_cmd(data_dir: DataDir = None) -> None:
     )
     out.rule()
     raise typer.Exit(_run_children(url))
+
+
+# ----------------------------------------------------------------------------- bench
+
+
+@app.command("bench")
+def bench_cmd(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object of the key numbers only.")
+    ] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Tiny sizes (a smoke run); writes no report.")
+    ] = False,
+    runs: Annotated[
+        int | None, typer.Option("--runs", min=1, max=10, help="Repeat; report medians.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Report file (default docs/BENCHMARKS.md; none if --quick)."),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
+    from jobyard.benchmarks import harness, report  # loads only for this command
+
+    settings = load_settings(data_dir=data_dir)
+    # A dedicated embedded server with PostgreSQL's durable defaults, apart from the demo's.
+    admin_url = settings.database_url or embedded.start(settings.data_dir / "bench-pgdata")
+    sizes = harness.QUICK if quick else harness.FULL
+    target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
+    try:
+        if as_json:
+            result = harness.run_bench(admin_url, sizes, runs or 1, lambda _: None)
+        else:
+            with err.status("benchmarking…") as status:
+
+                def progress(message: str) -> None:
+                    status.update(message + "…")
+                    err.print(f"[dim]·[/] {message}")
+
+                result = harness.run_bench(admin_url, sizes, runs or (1 if quick else 3), progress)
+    except JobyardError as exc:
+        raise fail(exc.message) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
+    if target is not None:
+        report.write_report(result, target)
+    if as_json:
+        print(json.dumps(result.json_object()))
+        return
+    err.print(report.summary_table(result))
+    if target is not None:
+        err.print(f"wrote {target}")
 
 
 def main() -> None:
