@@ -49,6 +49,8 @@ JOBS_CHANNEL: Final = "jobyard_jobs"
 CANCEL_CHANNEL: Final = "jobyard_cancel"
 # How long a stopped handler gets to unwind before the runtime stops waiting for it.
 CANCEL_WAIT_S: Final = 2.0
+# Marking the worker stopped is a courtesy (the sweep would mark it dead); do not hang on it.
+STOP_RETRY_S: Final = 15.0
 
 log = get_logger("jobyard.worker")
 
@@ -165,16 +167,21 @@ class Worker:
             self.ready.set()
             await self._claim_loop()
             await self._drain()
-            await self._with_retry("stop", self._stop_row)
+            # Heartbeats stop first: one landing after worker_stop would read as "declared dead".
+            await self._stop_background()
+            await self._with_retry("stop", self._stop_row, give_up_after_s=STOP_RETRY_S)
             log.info("worker stopped", worker_id=self.worker_id, outcomes=self.outcomes)
             return 0
         finally:
-            for task in self._background:
-                task.cancel()
-            await asyncio.gather(*self._background, return_exceptions=True)
-            self._background.clear()
+            await self._stop_background()
             await self._pool.close()
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _stop_background(self) -> None:
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._background.clear()
 
     async def _register(self, conn: Conn) -> None:
         self.project_id = await projects.resolve_project(
@@ -200,9 +207,16 @@ class Worker:
         self._queue_ids = {q.id for q in self.queue_refs}
         self._queues_read_at = monotonic()
 
-    async def _with_retry(self, what: str, op: Callable[[Conn], Awaitable[None]]) -> None:
+    async def _with_retry(
+        self,
+        what: str,
+        op: Callable[[Conn], Awaitable[None]],
+        *,
+        give_up_after_s: float | None = None,
+    ) -> None:
         assert self._pool is not None
         backoff = Backoff(what)
+        started = monotonic()
         while True:
             try:
                 async with self._pool.connection() as conn:
@@ -210,6 +224,9 @@ class Worker:
                 backoff.reset()
                 return
             except RETRYABLE as exc:
+                if give_up_after_s is not None and monotonic() - started > give_up_after_s:
+                    log.warning(f"{what} not recorded: database unavailable; giving up")
+                    return
                 await backoff.wait(exc)
 
     # ------------------------------------------------------------------ claim
@@ -530,6 +547,8 @@ class Worker:
             for r in list(self.running.values()):
                 if r.job.worker_id == self.worker_id:
                     r.request_stop(StopReason.WORKER_DEAD)
+            if self._drain_requested.is_set():
+                return
             self.worker_id = await workers.register(
                 conn,
                 self.project_id,
