@@ -250,3 +250,31 @@ async def test_executions_and_logs_of_a_job_are_listed_in_order(
     )
     assert [line["fields"] for line in only_two.json()["items"]] == [{"n": 2}]
     error_of(await client.get(f"{base(tenant_a)}/jobs/424242/logs", headers=h), 404, "not_found")
+
+
+async def test_inputs_postgresql_cannot_store_are_422_never_500(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    url, h = f"{base(tenant_a)}/jobs", owner(tenant_a)
+    r = await client.post(url, json={"handler": "h", "payload": {"a": ["ok", "no\x00"]}}, headers=h)
+    assert error_fields(error_of(r, 422)) == {"payload.a[1]"}
+    r = await client.post(url, json={"handler": "h", "payload": {"k\x00": 1}}, headers=h)
+    assert error_fields(error_of(r, 422)) == {"payload"}
+    r = await client.post(
+        f"{url}/batch", json={"jobs": [{"handler": "h", "idempotency_key": "\x00"}]}, headers=h
+    )
+    assert error_fields(error_of(r, 422)) == {"jobs[0].idempotency_key"}
+    # Python accepts UTC offsets up to ±23:59, PostgreSQL only ±15:59: the instant is kept.
+    r = await client.post(
+        url, json={"handler": "h", "run_at": "2090-01-01T00:00:00+17:48"}, headers=h
+    )
+    assert r.status_code == 202, r.text
+    assert datetime.fromisoformat(r.json()["run_at"]) == datetime(2089, 12, 31, 6, 12, tzinfo=UTC)
+    r = await client.post(
+        url, json={"handler": "h", "run_at": "0001-01-01T00:00:00+17:48"}, headers=h
+    )
+    assert error_fields(error_of(r, 422)) == {"run_at"}
+    r = await client.get(url, params={"created_from": "2020-01-01T00:00:00+20:00"}, headers=h)
+    assert r.status_code == 200 and len(r.json()["items"]) == 1
+    assert await scalar(conn, "SELECT count(*) FROM jobs") == 1
