@@ -10,10 +10,6 @@ FROM queues q
 WHERE q.id = %(queue_id)s AND q.project_id = %(project_id)s
 RETURNING *
 
--- name: schedule_queue_exists
--- Whether a queue belongs to this project (to tell a missing queue from a refused insert).
-SELECT EXISTS (SELECT 1 FROM queues WHERE id = %(queue_id)s AND project_id = %(project_id)s) AS found
-
 -- name: schedule_get
 -- One schedule within a project.
 SELECT * FROM scheduled_jobs WHERE id = %(id)s AND project_id = %(project_id)s
