@@ -152,7 +152,14 @@ def _explain_claim_stats(plan: dict[str, Any]) -> dict[str, Any]:
 
 async def _claim_plan(conn: Conn, queue_id: int, worker_id: int) -> dict[str, Any]:
     """EXPLAIN ANALYZE the real claim inside a transaction that is rolled back."""
-    params = {"queue_id": queue_id, "worker_id": worker_id, "n": 10, "lease_s": 30.0, "now": None}
+    params = {
+        "queue_id": queue_id,
+        "worker_id": worker_id,
+        "n": 10,
+        "lease_s": 30.0,
+        "start": True,
+        "now": None,
+    }
     await conn.execute("BEGIN")
     try:
         cur = await conn.execute(
