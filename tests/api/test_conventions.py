@@ -149,3 +149,26 @@ async def test_swagger_ui_is_served_from_local_assets(client: httpx.AsyncClient)
     assert "429" in login["responses"] and "422" in login["responses"]
     schemes = spec["components"]["securitySchemes"]
     assert {"bearer", "api_key"} <= set(schemes)
+
+
+async def test_nul_and_control_characters_are_422_naming_the_field(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    """PostgreSQL text cannot hold NUL: it must be refused by validation, never reach the SQL."""
+    owner = tenant_a.headers()
+    calls = [
+        ("POST", f"{API}/auth/login", {"email": "a\x00b@example.test", "password": "x"}, "email"),
+        ("POST", f"{API}/orgs/{tenant_a.org_id}/members", {"email": "n\x00@example.test"}, "email"),
+        (
+            "POST",
+            f"{API}/orgs/{tenant_a.org_id}/members",
+            {"email": "ok@example.test", "display_name": "bad\x00name"},
+            "display_name",
+        ),
+        ("POST", f"{API}/orgs", {"name": "tab\tname", "slug": "ok"}, "name"),
+        ("POST", f"{API}/projects/{tenant_a.project_id}/api-keys", {"name": "k\x00"}, "name"),
+    ]
+    for method, path, body, field in calls:
+        response = await client.request(method, path, json=body, headers=owner)
+        err = assert_envelope(response, 422, "validation_error")
+        assert [f["field"] for f in err["details"]["fields"]] == [field], response.text

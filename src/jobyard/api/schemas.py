@@ -16,11 +16,15 @@ Email = Annotated[
         to_lower=True,
         min_length=3,
         max_length=320,
-        pattern=r"^[^@\s]+@[^@\s]+$",
+        pattern=r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+$",
     ),
 ]
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", examples=["acme"])]
-Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
+# No control characters (PostgreSQL text cannot hold NUL; the rest has no place in a name).
+_PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
+Name = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=_PRINTABLE)
+]
 Password = Annotated[str, Field(min_length=1, max_length=1024)]
 NewPassword = Annotated[str, Field(min_length=12, max_length=1024)]
 
@@ -94,7 +98,9 @@ class OrgPublic(BaseModel):
 class MemberCreate(_In):
     email: Email
     role: Role = Role.MEMBER
-    display_name: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+    display_name: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=200, pattern=_PRINTABLE)
+    ] = ""
 
 
 class MemberUpdate(_In):
