@@ -8,7 +8,9 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
 
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
@@ -215,9 +217,12 @@ async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
 
 
 async def test_prometheus_scrape_needs_the_token_when_one_is_set(
-    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+    client: httpx.AsyncClient, app: FastAPI
 ) -> None:
-    monkeypatch.setenv("JOBYARD_METRICS_TOKEN", "scrape-token-0123456789")
+    settings = app.state.settings
+    app.state.settings = settings.model_copy(
+        update={"metrics_token": SecretStr("scrape-token-0123456789")}
+    )
     error_of(await client.get("/metrics"), 401, "unauthenticated")
     wrong = {"Authorization": "Bearer scrape-token-wrong"}
     error_of(await client.get("/metrics", headers=wrong), 401, "unauthenticated")

@@ -205,7 +205,7 @@ async def test_dlq_replay_with_edited_payload_creates_a_new_queued_job(conn: Con
     await transitions.start_many(conn, [job])
     result = await transitions.fail(conn, job, "E", "x")
     assert result.dead_letter_id is not None
-    with pytest.raises(ValueError, match="64 KB"):
+    with pytest.raises(ValidationFailed, match="64 KB"):
         await dlq.update_payload(conn, project, result.dead_letter_id, {"x": "y" * 70_000})
     replayed = await dlq.replay(conn, project, result.dead_letter_id, payload={"v": 2})
     assert replayed["status"] == "queued" and replayed["payload"] == {"v": 2}

@@ -22,7 +22,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobyard.api.deps import ConnDep
 from jobyard.api.routes import Route, Scope
@@ -31,14 +30,6 @@ from jobyard.core.auth import AuthenticationFailed
 from jobyard.core.read_models import ClusterSnapshot
 
 STATES = ("queued", "scheduled", "waiting", "claimed", "running")
-
-
-class MetricsSettings(BaseSettings):
-    """The scrape's own setting (JOBYARD_METRICS_TOKEN), read once per app on first scrape."""
-
-    model_config = SettingsConfigDict(env_prefix="JOBYARD_", extra="ignore", frozen=True)
-
-    metrics_token: SecretStr | None = None
 
 
 class SnapshotCollector(Collector):
@@ -107,16 +98,6 @@ def render(snapshot: ClusterSnapshot, scrape_s: float) -> bytes:
     return generate_latest(registry)
 
 
-def _settings(request: Request) -> MetricsSettings:
-    state = request.app.state
-    cached = getattr(state, "metrics_settings", None)
-    if isinstance(cached, MetricsSettings):
-        return cached
-    fresh = MetricsSettings()
-    state.metrics_settings = fresh
-    return fresh
-
-
 def _check_token(expected: SecretStr | None, authorization: str | None) -> None:
     if expected is None:
         return
@@ -132,7 +113,7 @@ async def scrape(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     """Prometheus text exposition of queue depths, dead letters and live workers."""
-    _check_token(_settings(request).metrics_token, authorization)
+    _check_token(request.app.state.settings.metrics_token, authorization)
     started = clock.monotonic()
     snapshot = await read_models.cluster_snapshot(conn)
     body = render(snapshot, clock.monotonic() - started)

@@ -12,7 +12,7 @@ from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import ProjectId
-from jobyard.domain.schemas import check_payload
+from jobyard.domain.schemas import ensure_payload_fits
 
 
 async def get(conn: Conn, project_id: ProjectId, dlq_id: int) -> dict[str, Any]:
@@ -25,7 +25,7 @@ async def get(conn: Conn, project_id: ProjectId, dlq_id: int) -> dict[str, Any]:
 async def update_payload(
     conn: Conn, project_id: ProjectId, dlq_id: int, payload: Any
 ) -> dict[str, Any]:
-    check_payload(payload)
+    ensure_payload_fits(payload)
     async with translated():
         row = await run.one(
             conn,
@@ -52,7 +52,7 @@ async def replay(
     dead letter whose job was pruned by retention can still be replayed.
     """
     if payload is not None:
-        check_payload(payload)
+        ensure_payload_fits(payload)
     async with translated():
         row = await run.one(
             conn,

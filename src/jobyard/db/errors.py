@@ -29,8 +29,9 @@ def translate(exc: psycopg.Error) -> Exception:
         return Conflict("a resource with these unique values already exists", constraint=constraint)
     if isinstance(exc, pg.ForeignKeyViolation):
         return NotFound("a referenced resource does not exist", constraint=constraint)
-    if isinstance(exc, pg.NumericValueOutOfRange | pg.InvalidTextRepresentation | pg.DataException):
-        return ValidationFailed("a value is out of range or malformed")
+    if isinstance(exc, psycopg.DataError):
+        # Class 22: out-of-range numbers, malformed text, NUL bytes, bad time zone offsets.
+        return ValidationFailed("a value is out of range or malformed", sqlstate=exc.sqlstate)
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return DatabaseUnavailable()
     return exc

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from jobyard.domain import limits
 from jobyard.domain.enums import BackoffKind
+from jobyard.domain.errors import ValidationFailed
 
 QueueName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
 HandlerName = Annotated[str, Field(min_length=1, max_length=limits.MAX_HANDLER_LENGTH)]
@@ -22,9 +23,18 @@ def payload_size(value: Any) -> int:
 
 
 def check_payload(value: Any) -> Any:
+    """Pydantic field validator form (pydantic turns ValueError into a per-field 422)."""
     if payload_size(value) > limits.MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB")
     return value
+
+
+def ensure_payload_fits(value: Any) -> None:
+    """The same check for callers outside pydantic: a domain error naming the field."""
+    try:
+        check_payload(value)
+    except ValueError as exc:
+        raise ValidationFailed(str(exc), field="payload") from None
 
 
 class RetryOverride(BaseModel):

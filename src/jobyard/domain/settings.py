@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     pool_min_size: int = Field(default=1, ge=1, le=100)
     pool_max_size: int = Field(default=10, ge=1, le=200)
 
+    # When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it is public.
+    metrics_token: SecretStr | None = None
+
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
 
