@@ -66,6 +66,10 @@ def start(pgdata: Path, *, fast_unsafe: bool = False) -> str:
 
 def _start_locked(pgdata: Path, fast_unsafe: bool) -> str:
     ep = _server_module()
+    if not status(pgdata).running:
+        # The library caches one handle per directory and would not start a server it has
+        # seen stop; forget the stale handle so a stop/start in one process works.
+        ep.PostgresServer._instances.pop(pgdata, None)
     server = ep.get_server(pgdata, cleanup_mode=None)
     marker = pgdata / _TUNED_MARKER
     if not marker.exists():

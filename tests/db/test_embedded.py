@@ -1,0 +1,31 @@
+"""The embedded server can be stopped and started again, also within one process."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+from jobyard.db import embedded
+
+
+def test_embedded_server_stops_and_starts_again_in_one_process() -> None:
+    # Under /tmp with open permissions: as root the server runs as another system user.
+    root = Path(tempfile.mkdtemp(prefix="jy-embedded-"))
+    os.chmod(root, 0o755)
+    pgdata = root / "pg"
+    try:
+        url = embedded.start(pgdata)
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert embedded.stop(pgdata)
+        assert not embedded.status(pgdata).running
+        assert not embedded.stop(pgdata)  # stopping twice is harmless
+        url = embedded.start(pgdata)
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 2").fetchone() == (2,)
+        assert embedded.status(pgdata).running
+    finally:
+        embedded.stop(pgdata)
