@@ -93,7 +93,13 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
-        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        # Drop events below the level first: a filtered call then costs about a microsecond
+        # instead of the whole chain (the redaction regexes alone were ~30% of a worker's CPU).
+        processors=[
+            structlog.stdlib.filter_by_level,
+            *shared,
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
         logger_factory=structlog.stdlib.LoggerFactory(),
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,

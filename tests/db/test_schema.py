@@ -158,6 +158,7 @@ async def test_claim_plan_uses_the_partial_index_with_no_sort(conn: Conn) -> Non
         "worker_id": worker["id"],
         "n": 10,
         "lease_s": 30.0,
+        "start": True,
         "now": None,
     }
     async with conn.cursor() as cur:
@@ -179,7 +180,14 @@ async def test_claim_changes_at_most_n_rows(conn: Conn) -> None:
         await make_job(conn, queue=queue)
     cur = await conn.execute(
         sql("job_claim_batch"),
-        {"queue_id": queue["id"], "worker_id": worker["id"], "n": 7, "lease_s": 30.0, "now": None},
+        {
+            "queue_id": queue["id"],
+            "worker_id": worker["id"],
+            "n": 7,
+            "lease_s": 30.0,
+            "start": False,
+            "now": None,
+        },
     )
     assert len(await cur.fetchall()) == 7
     cur = await conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'claimed'")

@@ -23,9 +23,15 @@ async def claim_batch(
     n: int,
     *,
     lease_s: float,
+    start: bool = False,
     now: datetime | None = None,
 ) -> list[ClaimedJob]:
-    """Claim up to n jobs from one queue (fewer if its max_concurrency leaves less room)."""
+    """Claim up to n jobs from one queue (fewer if its max_concurrency leaves less room).
+
+    With start=True the jobs are also started (claimed → running) in the same statement: what
+    a worker does, since it claims only as many jobs as it has free slots. Without it they stay
+    `claimed` until `transitions.start_many`.
+    """
     if n <= 0:
         return []
     params = {
@@ -33,6 +39,7 @@ async def claim_batch(
         "worker_id": worker_id,
         "n": n,
         "lease_s": lease_s,
+        "start": start,
         "now": sql_now(now),
     }
     if queue.max_concurrency is None:

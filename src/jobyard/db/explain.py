@@ -51,6 +51,7 @@ DEFAULT_CLAIM_PARAMS: dict[str, Any] = {
     "worker_id": "$worker_id",
     "n": 10,
     "lease_s": 30.0,
+    "start": True,
     "now": None,
 }
 FIXTURES = (

@@ -94,7 +94,8 @@ SELECT * FROM jobs WHERE id = %(job_id)s AND project_id = %(project_id)s
 
 -- name: job_claim_batch
 -- Claim up to n queued jobs from one unpaused queue; open an execution row for each.
--- explain: {"n": 10, "lease_s": 30.0}
+-- With start, they go on to running in the same statement (a worker claims only what it runs).
+-- explain: {"n": 10, "lease_s": 30.0, "start": true}
 WITH picked AS MATERIALIZED (
     -- The partial claim index supplies this order, so LIMIT stops after n rows;
     -- MATERIALIZED keeps the planner from re-running the limited subquery.
@@ -108,10 +109,14 @@ WITH picked AS MATERIALIZED (
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
+    -- Claim and start in one UPDATE: a separate start was a second statement and a second
+    -- non-HOT version of every row (about 14 µs a job of the 75 µs the server spent, and its
+    -- own transaction with the claim in the worker); see docs/BENCHMARKS.md.
     UPDATE jobs j
-    SET status = 'claimed',
+    SET status = CASE WHEN %(start)s THEN 'running'::job_status ELSE 'claimed'::job_status END,
         worker_id = %(worker_id)s,
         claimed_at = coalesce(%(now)s, now()),
+        started_at = CASE WHEN %(start)s THEN coalesce(%(now)s, now()) END,
         lock_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_s)s),
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
@@ -161,7 +166,10 @@ WITH finished AS (
     SET status = 'done', result = t.result, lock_expires_at = NULL,
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+    -- = ANY keeps these primary-key lookups; a join alone let the planner scan every held job
+    -- of every worker (jobs_held_idx) to find this batch.
+    WHERE j.id = ANY (%(ids)s::bigint[])
+      AND j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
       AND j.status = 'running'
     RETURNING j.id, j.execution_seq
 ), closed AS (
@@ -169,13 +177,16 @@ WITH finished AS (
     SET outcome = 'succeeded', finished_at = coalesce(%(now)s, now()),
         duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
     FROM finished f
-    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
+    WHERE e.job_id = ANY (%(ids)s::bigint[])
+      AND e.job_id = f.id AND e.execution_seq = f.execution_seq
 ), released_children AS (
-    -- A waiting child becomes queued once none of its parents is unfinished.
+    -- A waiting child becomes queued once none of its parents is unfinished. Found from the
+    -- finished parents' edges, so no scan for waiting jobs runs when nothing depends on them.
     UPDATE jobs c
     SET status = 'queued', updated_at = coalesce(%(now)s, now())
-    WHERE c.status = 'waiting'
-      AND c.id IN (SELECT d.job_id FROM job_dependencies d JOIN finished f ON f.id = d.depends_on_job_id)
+    WHERE c.id = ANY (ARRAY(SELECT d.job_id FROM job_dependencies d
+                            JOIN finished f ON f.id = d.depends_on_job_id))
+      AND c.status = 'waiting'
       AND NOT EXISTS (
           SELECT 1 FROM job_dependencies d2 JOIN jobs p ON p.id = d2.depends_on_job_id
           WHERE d2.job_id = c.id AND p.status <> 'done' AND p.id NOT IN (SELECT id FROM finished))
