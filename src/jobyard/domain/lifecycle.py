@@ -9,6 +9,14 @@ compare-and-set updates; this map is what code consults before it writes, and wh
                  └── attempts exhausted ──▶ dead_letter
     waiting (unmet dependencies) ──parents done──▶ queued
     waiting/scheduled/queued/claimed/running ──▶ cancelled
+
+A worker takes queued → claimed → running in one statement (`claim_batch(start=True)`): it
+claims only as many jobs as it has free slots, so it starts every job it claims, and a second
+UPDATE per job bought nothing (docs/BENCHMARKS.md has the numbers). Both edges still hold and
+the claim's compare-and-set still names `queued`. `claimed` remains the state of a two-step
+claim (`claim_batch` without start, then `transitions.start_many`), which core offers to callers
+that start jobs later; a job found `claimed` is held exactly like a running one (lease, reaper,
+fencing, cancel).
 """
 
 from __future__ import annotations
