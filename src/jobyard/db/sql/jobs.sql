@@ -51,7 +51,7 @@ WHERE q.project_id = %(project_id)s AND q.name = %(queue)s AND j.idempotency_key
 
 -- name: job_insert_batch
 -- Enqueue many jobs of one queue in one statement; the rows share a job_batches row.
--- explain: {"queue": "$queue_name", "handlers": ["explain.noop"], "payloads": [{}], "priorities": [0], "run_ats": [null], "max_attempts": [null], "timeouts": [null], "idempotency_keys": [null]}
+-- explain: {"queue": "$queue_name", "size": 1, "items": "[{\"handler\": \"explain.noop\", \"payload\": {}, \"priority\": 0}]"}
 WITH queue AS (
     SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
     FROM queues q
@@ -59,7 +59,7 @@ WITH queue AS (
     WHERE q.project_id = %(project_id)s AND q.name = %(queue)s
 ), batch AS (
     INSERT INTO job_batches (project_id, queue_id, size)
-    SELECT queue.project_id, queue.id, cardinality(%(handlers)s::text[]) FROM queue
+    SELECT queue.project_id, queue.id, %(size)s FROM queue
     RETURNING id, queue_id
 ), inserted AS (
     INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, run_at,
@@ -73,10 +73,11 @@ WITH queue AS (
            coalesce(item.timeout_ms, queue.default_timeout_ms),
            item.idempotency_key, batch.id
     FROM queue, batch,
-         unnest(%(handlers)s::text[], %(payloads)s::jsonb[], %(priorities)s::int[],
-                %(run_ats)s::timestamptz[], %(max_attempts)s::int[], %(timeouts)s::int[],
-                %(idempotency_keys)s::text[])
-             AS item(handler, payload, priority, run_at, max_attempts, timeout_ms, idempotency_key)
+         -- The validated items as one JSON array (one parameter, expanded here in C): seven
+         -- parallel arrays cost the client ~3.5 µs a job to encode, one document ~0.3 µs.
+         jsonb_to_recordset(%(items)s::jsonb)
+             AS item(handler text, payload jsonb, priority int, run_at timestamptz,
+                     max_attempts int, timeout_ms int, idempotency_key text)
     ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING jobs.id, jobs.status, jobs.queue_id
 )

@@ -127,7 +127,9 @@ CREATE TABLE queues (
     default_timeout_ms integer CHECK (default_timeout_ms IS NULL OR default_timeout_ms BETWEEN 1 AND 86400000),
     created_at         timestamptz NOT NULL DEFAULT now(),
     updated_at         timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT queues_project_name_key UNIQUE (project_id, name)
+    CONSTRAINT queues_project_name_key UNIQUE (project_id, name),
+    -- Target of jobs' (queue_id, project_id) key: one check proves both and that they agree.
+    CONSTRAINT queues_id_project_key UNIQUE (id, project_id)
 );
 
 -- ---------------------------------------------------------------- workers
@@ -196,8 +198,8 @@ CREATE INDEX scheduled_jobs_queue_idx ON scheduled_jobs (queue_id);
 
 CREATE TABLE jobs (
     id                bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    project_id        bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
-    queue_id          bigint NOT NULL REFERENCES queues (id) ON DELETE CASCADE,
+    project_id        bigint NOT NULL,
+    queue_id          bigint NOT NULL,
     handler           text NOT NULL CHECK (length(handler) BETWEEN 1 AND 200),
     payload           jsonb NOT NULL DEFAULT '{}'::jsonb,
     status            job_status NOT NULL DEFAULT 'queued',
@@ -227,6 +229,11 @@ CREATE TABLE jobs (
     result            jsonb,
     created_at        timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
+    -- One composite key instead of two: the queue exists, the project is the queue's, and
+    -- deleting either cascades (a project deletes its queues). Each foreign key is a
+    -- per-row check on insert: two cost about 5 µs a job, a third of a batch insert statement.
+    CONSTRAINT jobs_queue_fkey FOREIGN KEY (queue_id, project_id)
+        REFERENCES queues (id, project_id) ON DELETE CASCADE,
     CONSTRAINT jobs_payload_size CHECK (octet_length(payload::text) <= 65536),
     CONSTRAINT jobs_result_size CHECK (result IS NULL OR octet_length(result::text) <= 65536),
     -- A lease exists exactly while a worker holds the job.
