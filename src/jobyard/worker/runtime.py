@@ -37,7 +37,7 @@ from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
 from jobyard.domain.schemas import payload_size
 from jobyard.domain.settings import Settings
-from jobyard.logs import bound_context, get_logger
+from jobyard.logs import bind_context, get_logger
 from jobyard.worker.completer import Completer
 from jobyard.worker.context import JobContext, JobLogger
 from jobyard.worker.drain import SignalDrain
@@ -53,6 +53,7 @@ CANCEL_WAIT_S: Final = 2.0
 STOP_RETRY_S: Final = 15.0
 
 log = get_logger("jobyard.worker")
+_stdlog = logging.getLogger("jobyard.worker")
 
 
 @dataclass(frozen=True)
@@ -296,24 +297,30 @@ class Worker:
 
     async def _execute(self, r: Running) -> None:
         started = monotonic()
-        with bound_context(
+        # This task runs in its own copy of the context (create_task copies it), so the job's
+        # log fields are bound here without an unbind: they end with the task.
+        bind_context(
             job_id=r.job.id,
             queue=r.queue,
             handler=r.job.handler,
             attempt=r.job.attempt,
             execution_seq=r.job.execution_seq,
-        ):
-            # Per-job lines are debug: job_executions is the record of every run, and at info
-            # these two lines cost more CPU than the claim and completion SQL of a no-op job.
+        )
+        # Per-job lines are debug, and skipped before structlog is entered at all: at info they
+        # cost more CPU than the claim and completion SQL of a no-op job, and job_executions
+        # already records every run.
+        debug = _stdlog.isEnabledFor(logging.DEBUG)
+        if debug:
             log.debug("job started")
-            outcome = "error"
-            try:
-                outcome = await self._run_and_record(r)
-            finally:
-                self.running.pop((r.job.id, r.job.execution_seq), None)
-                self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-                if self._saturated and not self._drain_requested.is_set():
-                    self._wake.set()
+        outcome = "error"
+        try:
+            outcome = await self._run_and_record(r)
+        finally:
+            self.running.pop((r.job.id, r.job.execution_seq), None)
+            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+            if self._saturated and not self._drain_requested.is_set():
+                self._wake.set()
+            if debug:
                 log.debug(
                     "job finished",
                     outcome=outcome,

@@ -167,10 +167,7 @@ WITH finished AS (
     SET status = 'done', result = t.result, lock_expires_at = NULL,
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
-    -- = ANY keeps these primary-key lookups; a join alone let the planner scan every held job
-    -- of every worker (jobs_held_idx) to find this batch.
-    WHERE j.id = ANY (%(ids)s::bigint[])
-      AND j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
       AND j.status = 'running'
     RETURNING j.id, j.execution_seq
 ), closed AS (
@@ -178,8 +175,7 @@ WITH finished AS (
     SET outcome = 'succeeded', finished_at = coalesce(%(now)s, now()),
         duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
     FROM finished f
-    WHERE e.job_id = ANY (%(ids)s::bigint[])
-      AND e.job_id = f.id AND e.execution_seq = f.execution_seq
+    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
 ), released_children AS (
     -- A waiting child becomes queued once none of its parents is unfinished. Found from the
     -- finished parents' edges, so no scan for waiting jobs runs when nothing depends on them.
