@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install test check lint typecheck imports demo up bench explain db-reset db-dump clean
+.PHONY: help install browser test check lint typecheck imports demo up bench explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,7 +24,10 @@ $(VENV)/.installed: $(UV) pyproject.toml uv.lock
 
 install: $(VENV)/.installed ## create .venv from uv.lock (idempotent)
 
-test: install ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
+browser: ## install Debian's chromium for the dashboard tests (needs root; no-op when present)
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+test: install browser ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 lint: install ## ruff check + format check

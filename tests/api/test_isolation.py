@@ -28,6 +28,7 @@ from jobyard.api.routes import ALL_ROUTES, Route, Scope, classification_problems
 from jobyard.core.auth import SigningKeys
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
+from jobyard.web.pages import router as dashboard_router
 from tests.api.conftest import KEY_ROLES, Tenant
 from tests.api.route_fixtures import ROUTE_FIXTURES, Call, FixtureContext
 
@@ -39,7 +40,11 @@ OUTSIDE_TABLE = {
     ("HEAD", "/api/v1/openapi.json"),
     ("GET", "/api/v1/docs"),
 }
-OUTSIDE_TABLE_MOUNTS = {"/api/v1/docs/assets"}
+OUTSIDE_TABLE_MOUNTS = {"/api/v1/docs/assets", "/static"}
+# The dashboard's pages (jobyard.web.pages.router): served by the API process, never under /api.
+DASHBOARD_ROUTES = {
+    (m, r.path) for r in dashboard_router.routes if isinstance(r, StarletteRoute) for m in r.methods
+}
 GHOST_ID = 4_000_000_000_000_000_000  # a valid bigint no tenant has
 
 TENANT_ROUTES = [r for r in ALL_ROUTES if r.scope in (Scope.ORG, Scope.PROJECT)]
@@ -111,7 +116,8 @@ def test_mounted_routes_are_exactly_the_table(app: FastAPI) -> None:
             mounted |= {(m, r.path) for m in (r.methods or ())}
         else:
             pytest.fail(f"unexpected kind of route mounted: {r!r}")
-    expected = _table_paths() | OUTSIDE_TABLE
+    assert not {p for _, p in DASHBOARD_ROUTES if p.startswith("/api") or p == "/metrics"}
+    expected = _table_paths() | OUTSIDE_TABLE | DASHBOARD_ROUTES
     assert mounted - expected == set(), "mounted outside mount_routes (backdoor?)"
     assert expected - mounted == set(), "in the table but not mounted"
     assert mounts == OUTSIDE_TABLE_MOUNTS

@@ -72,4 +72,8 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
     mount_routes(app, all_routes())
     mount_health(app)
     mount_docs(app)
+    # The dashboard sits above the API (web imports api); the API process serves it at `/`.
+    from jobyard.web import mount_dashboard
+
+    mount_dashboard(app)
     return app
