@@ -64,7 +64,8 @@ WITH queue AS (
 ), inserted AS (
     INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, run_at,
                       max_attempts, timeout_ms, idempotency_key, batch_id)
-    SELECT queue.project_id, queue.id, item.handler, item.payload,
+    -- jsonb_to_recordset turns a JSON null into SQL NULL; the payload null stays JSON null.
+    SELECT queue.project_id, queue.id, item.handler, coalesce(item.payload, 'null'::jsonb),
            CASE WHEN item.run_at > coalesce(%(now)s, now()) THEN 'scheduled'::job_status
                 ELSE 'queued'::job_status END,
            item.priority,

@@ -1,0 +1,54 @@
+"""Batch enqueue sends its items as one JSON document; values must survive that trip exactly."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from jobyard.core import enqueue, projects
+from jobyard.db.pool import Conn
+from jobyard.domain.ids import ProjectId
+from jobyard.domain.schemas import BatchCreate
+
+
+async def _project(conn: Conn) -> ProjectId:
+    project_id = await projects.resolve_project(conn, "acme/batch", create=True)
+    await projects.ensure_queues(conn, project_id, ["default"])
+    return project_id
+
+
+async def test_batch_enqueue_stores_every_field_as_given(conn: Conn) -> None:
+    """Regression: a JSON null payload became SQL NULL through jsonb_to_recordset (found by
+    schemathesis as a 500 on POST /jobs/batch)."""
+    project_id = await _project(conn)
+    later = datetime.now(UTC) + timedelta(hours=1)
+    batch = BatchCreate.model_validate(
+        {
+            "queue": "default",
+            "jobs": [
+                {"handler": "a", "payload": None},
+                {"handler": "b", "payload": {"n": [1, "x", None]}, "priority": 7},
+                {"handler": "c", "payload": "text", "run_at": later.isoformat()},
+                {"handler": "d", "idempotency_key": "k1", "max_attempts": 2, "timeout_ms": 50},
+            ],
+        }
+    )
+    result = await enqueue.enqueue_batch(conn, project_id, batch)
+    assert len(result.job_ids) == 4 and result.queued == 3
+    cur = await conn.execute(
+        """SELECT handler, payload, jsonb_typeof(payload) AS kind, priority, status::text,
+                  run_at, idempotency_key, max_attempts, timeout_ms, batch_id
+           FROM jobs WHERE id = ANY(%s) ORDER BY id""",
+        (result.job_ids,),
+    )
+    rows = await cur.fetchall()
+    assert [r["handler"] for r in rows] == ["a", "b", "c", "d"]
+    assert rows[0]["payload"] is None and rows[0]["kind"] == "null"
+    assert rows[1]["payload"] == {"n": [1, "x", None]} and rows[1]["priority"] == 7
+    assert rows[2]["payload"] == "text" and rows[2]["status"] == "scheduled"
+    assert abs((rows[2]["run_at"] - later).total_seconds()) < 0.001
+    assert (rows[3]["idempotency_key"], rows[3]["max_attempts"], rows[3]["timeout_ms"]) == (
+        "k1",
+        2,
+        50,
+    )
+    assert {r["batch_id"] for r in rows} == {result.batch_id}
