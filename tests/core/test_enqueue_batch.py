@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from pydantic import ValidationError
+
 from jobyard.core import enqueue, projects
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId
@@ -52,3 +55,11 @@ async def test_batch_enqueue_stores_every_field_as_given(conn: Conn) -> None:
         50,
     )
     assert {r["batch_id"] for r in rows} == {result.batch_id}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_numbers_are_refused_before_they_can_be_written_as_null(bad: float) -> None:
+    """pydantic's JSON writer turns NaN into null; validation must refuse it first."""
+    with pytest.raises(ValidationError, match="NaN and Infinity") as caught:
+        BatchCreate.model_validate({"jobs": [{"handler": "h", "payload": {"x": [1, bad]}}]})
+    assert caught.value.errors()[0]["loc"] == ("jobs", 0, "payload")

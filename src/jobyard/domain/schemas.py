@@ -24,7 +24,13 @@ def payload_size(value: Any) -> int:
 
 def check_payload(value: Any) -> Any:
     """Pydantic field validator form (pydantic turns ValueError into a per-field 422)."""
-    if payload_size(value) > limits.MAX_PAYLOAD_BYTES:
+    try:
+        # allow_nan=False: JSON has no NaN or Infinity. PostgreSQL refuses them, and a
+        # serializer may quietly write null instead (pydantic does), so refuse them here.
+        text = json.dumps(value, separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise ValueError("payload must be JSON: NaN and Infinity are not JSON numbers") from None
+    if len(text.encode()) > limits.MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB")
     return value
 
