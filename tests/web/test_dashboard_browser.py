@@ -125,6 +125,7 @@ async def test_dlq_invalid_json_changes_nothing_and_a_valid_replay_enqueues(
     letter = page.locator(f"#dlq-{seed.dlq_id}")
     await expect(letter.locator(".error")).to_contain_text("payload is not valid JSON")
     await expect(letter.locator("textarea")).to_have_value('{"n": 2,')  # kept as typed
+    await page.screenshot(path=screenshot_path("dlq-error.png"), full_page=True)
     stored = await scalar(conn, "SELECT payload FROM dead_letter_jobs WHERE id = %s", seed.dlq_id)
     assert stored == {"n": 1}
     jobs_before = await scalar(conn, "SELECT count(*) FROM jobs")
