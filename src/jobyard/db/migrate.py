@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, pool
+# Alembic and SQLAlchemy take most of a second to import; only migration commands need them,
+# so they load inside the functions and `jobyard worker` or `jobyard api` start without them.
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 
 def sqlalchemy_url(url: str) -> str:
@@ -20,6 +20,8 @@ def sqlalchemy_url(url: str) -> str:
 
 
 def _config(url: str) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(resources.files("jobyard.db") / "migrations"))
     # ConfigParser interpolation would choke on a '%' inside a URL-encoded password.
@@ -29,20 +31,29 @@ def _config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Apply migrations up to `revision`. Idempotent: at head it does nothing."""
+    from alembic import command
+
     command.upgrade(_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
     command.downgrade(_config(url), revision)
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config("postgresql://unused")).get_current_head()
     assert head is not None
     return head
 
 
 def current_revision(url: str) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine, pool
+
     engine = create_engine(sqlalchemy_url(url), poolclass=pool.NullPool)
     try:
         with engine.connect() as connection:
