@@ -86,6 +86,32 @@ async def test_a_handler_past_its_timeout_is_cancelled_and_recorded_timed_out(
     assert await scalar(conn, "SELECT reason::text FROM dead_letter_jobs") == "timed_out"
 
 
+async def test_a_handler_that_ignores_cancellation_is_abandoned_and_its_timeout_recorded(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    release = asyncio.Event()
+    swallowed: list[int] = []
+
+    @app.task(timeout=0.2, max_attempts=1)
+    async def stubborn(ctx: JobContext) -> None:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                swallowed.append(1)  # refuses to stop
+
+    job = await stubborn.defer()
+    async with running_worker(db_url, app) as worker:
+        # Recorded once the runtime gives up waiting for it (CANCEL_WAIT_S), not never.
+        await eventually(lambda: _is(conn, job.id, "dead_letter"), timeout=15)
+        assert worker.abandoned == 1
+        assert worker.outcomes == {"timed_out": 1}
+        release.set()  # let it end, so the drain below leaves nothing behind
+    assert swallowed == [1]
+    assert [r["outcome"] for r in await executions(conn, job.id)] == ["timed_out"]
+
+
 async def test_cancel_of_a_running_job_reaches_the_handler_and_ends_cancelled(
     db_url: str, conn: Conn
 ) -> None:

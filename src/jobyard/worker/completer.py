@@ -11,7 +11,7 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from jobyard.core import transitions
 from jobyard.db.pool import Pool
@@ -26,11 +26,17 @@ DEFAULT_MAX_BATCH: Final = 200
 log = get_logger("jobyard.worker")
 
 
-@dataclass(eq=False)
+# Told once per success: True if it landed, False if this worker no longer held the run, or
+# the exception that kept it from being recorded. A callback, not a future: one object less
+# per job, and the caller has nothing to await.
+Landed: TypeAlias = Callable[[bool | Exception], None]
+
+
+@dataclass(eq=False, slots=True)
 class _Pending:
     job: ClaimedJob
     result: Any
-    done: asyncio.Future[bool]
+    landed: Landed
 
 
 class Completer:
@@ -51,15 +57,13 @@ class Completer:
         self.statements = 0
         self.completed = 0
 
-    async def complete(self, job: ClaimedJob, result: Any) -> bool:
-        """Record success; True if it landed, False if this worker no longer held the run."""
-        pending = _Pending(job, result, asyncio.get_running_loop().create_future())
-        self._items.append(pending)
+    def submit(self, job: ClaimedJob, result: Any, landed: Landed) -> None:
+        """Queue a success for the next statement; `landed` hears how it ended."""
+        self._items.append(_Pending(job, result, landed))
         self._ready.set()
-        return await pending.done
 
     async def run(self) -> None:
-        """Background loop; cancel it only after every `complete` caller has returned."""
+        """Background loop; cancel it only after every submitted success has heard back."""
         while True:
             await self._ready.wait()
             # Wait a moment only if more successes may be about to arrive.
@@ -75,7 +79,7 @@ class Completer:
         while True:
             try:
                 async with self._pool.connection() as conn:
-                    landed = await transitions.complete_many(
+                    held = await transitions.complete_many(
                         conn, [p.job for p in batch], [p.result for p in batch]
                     )
                 break
@@ -87,12 +91,10 @@ class Completer:
                     for item in batch:
                         await self._flush([item])
                     return
-                if not batch[0].done.done():
-                    batch[0].done.set_exception(exc)
+                batch[0].landed(exc)
                 return
         backoff.reset()
         self.statements += 1
-        self.completed += len(landed)
+        self.completed += len(held)
         for item in batch:
-            if not item.done.done():
-                item.done.set_result(item.job.id in landed)
+            item.landed(item.job.id in held)

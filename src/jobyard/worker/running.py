@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from jobyard.domain.ids import JobId
 from jobyard.domain.models import ClaimedJob
 from jobyard.worker.context import JobContext
 from jobyard.worker.registry import TaskSpec
@@ -24,15 +26,30 @@ class StopReason(Enum):
 
 @dataclass(eq=False)
 class Running:
+    """A run from claim to its recorded outcome.
+
+    No task supervises it: the handler task's done callback, a timer (timeout) or a stop
+    request moves it on, so a no-op job costs one task instead of two plus an asyncio.wait.
+    """
+
     job: ClaimedJob
     queue: str
     spec: TaskSpec | None
     ctx: JobContext
-    stop: asyncio.Future[StopReason]
-    supervisor: asyncio.Task[Any] | None = None
+    # The job's copy of the context: its log fields are bound here once, and the handler
+    # and any recording task run in it.
+    context: contextvars.Context
     handler_task: asyncio.Task[Any] | None = None
-    # Set once the outcome is decided: a stop request after that changes nothing.
+    # The timeout while the handler runs; after a stop request, the wait for it to unwind.
+    timer: asyncio.TimerHandle | None = None
+    stop_reason: StopReason | None = None
+    started: float = 0.0  # monotonic, for the debug line's duration
+    # Set once the outcome is decided: a stop request or a late handler changes nothing.
     settled: bool = False
+
+    @property
+    def key(self) -> tuple[JobId, int]:
+        return (self.job.id, self.job.execution_seq)
 
     @property
     def timeout_s(self) -> float | None:
@@ -40,9 +57,7 @@ class Running:
             return self.job.timeout_ms / 1000.0
         return self.spec.timeout_s if self.spec is not None else None
 
-    def request_stop(self, reason: StopReason) -> bool:
-        """Ask the supervisor to stop the handler; False if the outcome is already decided."""
-        if self.settled or self.stop.done():
-            return False
-        self.stop.set_result(reason)
-        return True
+    def cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

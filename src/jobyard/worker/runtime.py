@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import gc
 import json
 import logging
 import os
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,6 +52,8 @@ CANCEL_CHANNEL: Final = "jobyard_cancel"
 CANCEL_WAIT_S: Final = 2.0
 # Marking the worker stopped is a courtesy (the sweep would mark it dead); do not hang on it.
 STOP_RETRY_S: Final = 15.0
+# Allocations (minus frees) between young-generation collections; Python's default is 700.
+GC_THRESHOLD_YOUNG: Final = 20_000
 
 log = get_logger("jobyard.worker")
 _stdlog = logging.getLogger("jobyard.worker")
@@ -126,6 +129,11 @@ class Worker:
         self._busy_threads = 0
         self._busy_lock = threading.Lock()
         self._abandoned: set[asyncio.Task[Any]] = set()
+        # Tasks recording a failure, stop or release (kept referenced until they end).
+        self._settling: set[asyncio.Task[None]] = set()
+        # Set while nothing runs: what a drain waits for.
+        self._idle = asyncio.Event()
+        self._idle.set()
         self.outcomes: dict[str, int] = {}
         self.ready = asyncio.Event()
         # Set while the LISTEN connection is subscribed (tests wait for it).
@@ -137,6 +145,13 @@ class Worker:
         """Stop claiming and drain (what the first SIGTERM/SIGINT does)."""
         self._drain_requested.set()
         self._wake.set()
+
+    @property
+    def _debug(self) -> bool:
+        # Per-job lines are debug and skipped before structlog is entered at all: at info they
+        # cost more CPU than the claim and completion SQL of a no-op job, and job_executions
+        # already records every run.
+        return _stdlog.isEnabledFor(logging.DEBUG)
 
     @property
     def abandoned(self) -> int:
@@ -277,6 +292,13 @@ class Worker:
         self._saturated = free <= 0
 
     # ------------------------------------------------------------------ execute
+    #
+    # A run moves on by callbacks, not by a supervising task: the handler task's done callback
+    # decides the outcome, a timer enforces the timeout, and a stop request cancels the handler
+    # and arms a second timer that gives up on it. Successes go to the completer with a
+    # callback; only failures, stops and releases (the rare paths) get a task to record them.
+    # A no-op job costs one task; the supervisor task, asyncio.wait and futures it replaced
+    # were about a third of the worker's CPU per job (docs/BENCHMARKS.md).
 
     def _dispatch(self, job: ClaimedJob, queue: str) -> None:
         loop = asyncio.get_running_loop()
@@ -291,80 +313,168 @@ class Worker:
             handler=job.handler,
             logger=JobLogger(job, self._append_log, loop),
         )
-        running = Running(job=job, queue=queue, spec=spec, ctx=ctx, stop=loop.create_future())
+        # The job's log fields are bound once, in a context of its own that the handler task
+        # and any recording task run in; nothing needs unbinding.
+        context = contextvars.copy_context()
+        context.run(
+            bind_context,
+            job_id=job.id,
+            queue=queue,
+            handler=job.handler,
+            attempt=job.attempt,
+            execution_seq=job.execution_seq,
+        )
+        r = Running(job=job, queue=queue, spec=spec, ctx=ctx, context=context)
         if job.id in self._runs_per_job:
             for older in self._runs_of(job.id):
                 # This worker still runs an earlier execution of the job: it lost its lease.
-                older.request_stop(StopReason.LEASE_LOST)
+                self._request_stop(older, StopReason.LEASE_LOST)
         self._runs_per_job[job.id] = self._runs_per_job.get(job.id, 0) + 1
-        self.running[(job.id, job.execution_seq)] = running
-        running.supervisor = asyncio.create_task(self._execute(running), name=f"job-{job.id}")
-
-    async def _execute(self, r: Running) -> None:
-        started = monotonic()
-        # This task runs in its own copy of the context (create_task copies it), so the job's
-        # log fields are bound here without an unbind: they end with the task.
-        bind_context(
-            job_id=r.job.id,
-            queue=r.queue,
-            handler=r.job.handler,
-            attempt=r.job.attempt,
-            execution_seq=r.job.execution_seq,
-        )
-        # Per-job lines are debug, and skipped before structlog is entered at all: at info they
-        # cost more CPU than the claim and completion SQL of a no-op job, and job_executions
-        # already records every run.
-        debug = _stdlog.isEnabledFor(logging.DEBUG)
-        if debug:
-            log.debug("job started")
-        outcome = "error"
-        try:
-            outcome = await self._run_and_record(r)
-        finally:
-            if self.running.pop((r.job.id, r.job.execution_seq), None) is not None:
-                left = self._runs_per_job.pop(r.job.id) - 1
-                if left:
-                    self._runs_per_job[r.job.id] = left
-            self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-            if self._saturated and not self._drain_requested.is_set():
-                self._wake.set()
-            if debug:
-                log.debug(
-                    "job finished",
-                    outcome=outcome,
-                    duration_ms=round((monotonic() - started) * 1000),
-                )
-
-    async def _run_and_record(self, r: Running) -> str:
-        spec = r.spec
+        self.running[r.key] = r
+        self._idle.clear()
+        r.started = monotonic()
+        if self._debug:
+            context.run(log.debug, "job started")
         if spec is None:
             r.settled = True
-            return await self._record_failure(
-                r,
-                "UnknownHandler",
-                f"no handler named {r.job.handler!r} in this worker "
-                f"(it has: {', '.join(self.registry.names())})",
+            message = (
+                f"no handler named {job.handler!r} in this worker "
+                f"(it has: {', '.join(self.registry.names())})"
             )
+            self._settle(r, self._record_failure(r, "UnknownHandler", message))
+            return
         try:
-            kwargs = spec.arguments(r.ctx)
+            kwargs = spec.arguments(ctx)
         except ValidationFailed as exc:
             r.settled = True
-            return await self._record_failure(r, "ValidationFailed", exc.message, retryable=False)
+            self._settle(
+                r, self._record_failure(r, "ValidationFailed", exc.message, retryable=False)
+            )
+            return
+        task = loop.create_task(self._invoke(spec, ctx, kwargs), context=context)
+        r.handler_task = task
+        timeout = r.timeout_s
+        if timeout is not None:
+            r.timer = loop.call_later(timeout, self._request_stop, r, StopReason.TIMEOUT)
+        task.add_done_callback(functools.partial(self._on_handler_done, r))
 
-        handler = asyncio.create_task(self._invoke(spec, r.ctx, kwargs))
-        r.handler_task = handler
-        await asyncio.wait(
-            {handler, r.stop}, timeout=r.timeout_s, return_when=asyncio.FIRST_COMPLETED
-        )
-        reason = r.stop.result() if r.stop.done() else None
-        if handler.done() and reason is not StopReason.LEASE_LOST:
-            r.settled = True
-            return await self._record_handler_result(r, handler)
-        # Stopped from outside, or the timeout passed with neither done.
-        reason = reason or StopReason.TIMEOUT
+    def _on_handler_done(self, r: Running, task: asyncio.Task[Any]) -> None:
+        if r.settled:
+            # Stopped and given up on (abandoned) before it ended; its outcome is recorded.
+            _consume(task)
+            return
         r.settled = True
-        await self._cancel_handler(r, handler)
-        match reason:
+        r.cancel_timer()
+        if r.stop_reason is not None:
+            # Stopped from outside and unwound in time: the reason decides what is recorded.
+            _consume(task)
+            self._settle(r, self._record_stopped(r))
+            return
+        if task.cancelled():
+            self._settle(r, self._record_failure(r, "CancelledError", "the handler was cancelled"))
+            return
+        exc = task.exception()
+        if exc is not None:
+            if isinstance(exc, LeaseLost):
+                r.context.run(log.warning, "lease lost (reported to the handler)")
+                self._finish(r, "lease_lost")
+                return
+            self._settle(
+                r,
+                self._record_failure(
+                    r,
+                    type(exc).__name__,
+                    str(exc) or repr(exc),
+                    retryable=not isinstance(exc, ValidationFailed),
+                ),
+            )
+            return
+        result = task.result()
+        problem = _result_problem(result)
+        if problem is not None:
+            self._settle(r, self._record_failure(r, "InvalidResult", problem, retryable=False))
+            return
+        assert self._completer is not None
+        self._completer.submit(r.job, result, functools.partial(self._on_completed, r))
+
+    def _on_completed(self, r: Running, landed: bool | Exception) -> None:
+        if isinstance(landed, Exception):
+            r.context.run(
+                log.error, "completion not recorded", error=type(landed).__name__, exc_info=landed
+            )
+            self._finish(r, "error")
+        elif not landed:
+            r.context.run(
+                log.warning, "completion not recorded: this worker no longer held the job"
+            )
+            self._finish(r, "lease_lost")
+        else:
+            self._finish(r, "succeeded")
+
+    def _request_stop(self, r: Running, reason: StopReason) -> bool:
+        """Cancel a run's handler for `reason`; False if its outcome is already decided."""
+        if r.settled or r.stop_reason is not None:
+            return False
+        if r.handler_task is not None and r.handler_task.done():
+            # It finished and its done callback is queued: that result stands (a lost lease
+            # still shows, as the fenced completion not landing).
+            return False
+        r.stop_reason = reason
+        r.cancel_timer()
+        r.ctx._signal_cancel()
+        if r.handler_task is not None:
+            r.handler_task.cancel()
+            r.timer = asyncio.get_running_loop().call_later(CANCEL_WAIT_S, self._give_up_on, r)
+        return True
+
+    def _give_up_on(self, r: Running) -> None:
+        """The handler ignored cancellation for CANCEL_WAIT_S: record the stop without it."""
+        r.timer = None
+        if r.settled:
+            return
+        r.settled = True
+        r.context.run(
+            log.warning, "handler ignored cancellation; abandoning it", wait_s=CANCEL_WAIT_S
+        )
+        if r.handler_task is not None:
+            self._abandoned.add(r.handler_task)
+        self._settle(r, self._record_stopped(r))
+
+    def _settle(self, r: Running, record: Coroutine[Any, Any, str]) -> None:
+        """Record a non-success outcome in a task of its own (in the job's context)."""
+
+        async def settle() -> None:
+            outcome = "error"
+            try:
+                outcome = await record
+            finally:
+                self._finish(r, outcome)
+
+        task = asyncio.get_running_loop().create_task(settle(), context=r.context)
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    def _finish(self, r: Running, outcome: str) -> None:
+        """The run's outcome is recorded (or nothing is to be): forget it."""
+        if self.running.pop(r.key, None) is not None:
+            left = self._runs_per_job.pop(r.job.id) - 1
+            if left:
+                self._runs_per_job[r.job.id] = left
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        if not self.running:
+            self._idle.set()
+        if self._saturated and not self._drain_requested.is_set():
+            self._wake.set()
+        if self._debug:
+            r.context.run(
+                log.debug,
+                "job finished",
+                outcome=outcome,
+                duration_ms=round((monotonic() - r.started) * 1000),
+            )
+
+    async def _record_stopped(self, r: Running) -> str:
+        match r.stop_reason:
             case StopReason.LEASE_LOST:
                 # The reaper already recorded this execution as lease_lost; write nothing.
                 log.warning("lease lost; handler stopped")
@@ -379,7 +489,7 @@ class Worker:
             case StopReason.CANCEL_REQUESTED:
                 await self._record(r, "cancel", self._finish_cancelled)
                 return "cancelled"
-            case StopReason.DRAIN | StopReason.WORKER_DEAD:
+            case StopReason.DRAIN | StopReason.WORKER_DEAD | None:
                 await self._record(r, "release", self._release)
                 return "released"
 
@@ -401,42 +511,6 @@ class Worker:
         finally:
             with self._busy_lock:
                 self._busy_threads -= 1
-
-    async def _cancel_handler(self, r: Running, handler: asyncio.Task[Any]) -> None:
-        r.ctx._signal_cancel()
-        handler.cancel()
-        await asyncio.wait({handler}, timeout=CANCEL_WAIT_S)
-        if handler.done():
-            _consume(handler)
-        else:
-            log.warning("handler ignored cancellation; abandoning it", wait_s=CANCEL_WAIT_S)
-            self._abandoned.add(handler)
-            handler.add_done_callback(_consume)
-
-    async def _record_handler_result(self, r: Running, handler: asyncio.Task[Any]) -> str:
-        if handler.cancelled():
-            return await self._record_failure(r, "CancelledError", "the handler was cancelled")
-        exc = handler.exception()
-        if exc is not None:
-            if isinstance(exc, LeaseLost):
-                log.warning("lease lost (reported to the handler)")
-                return "lease_lost"
-            return await self._record_failure(
-                r,
-                type(exc).__name__,
-                str(exc) or repr(exc),
-                retryable=not isinstance(exc, ValidationFailed),
-            )
-        result = handler.result()
-        problem = _result_problem(result)
-        if problem is not None:
-            return await self._record_failure(r, "InvalidResult", problem, retryable=False)
-        assert self._completer is not None
-        landed = await self._completer.complete(r.job, result)
-        if not landed:
-            log.warning("completion not recorded: this worker no longer held the job")
-            return "lease_lost"
-        return "succeeded"
 
     # ------------------------------------------------------------------ record
 
@@ -553,14 +627,14 @@ class Worker:
             r = self.running.get((job.id, job.execution_seq))
             if r is not None:
                 # Reaped (and maybe re-claimed elsewhere): stop the handler, record nothing.
-                r.request_stop(StopReason.LEASE_LOST)
+                self._request_stop(r, StopReason.LEASE_LOST)
         for job_id in result.cancel_requested:
             self._stop_job(job_id, StopReason.CANCEL_REQUESTED)
         if not result.alive:
             log.warning("this worker was declared dead; releasing its jobs and re-registering")
             for r in list(self.running.values()):
                 if r.job.worker_id == self.worker_id:
-                    r.request_stop(StopReason.WORKER_DEAD)
+                    self._request_stop(r, StopReason.WORKER_DEAD)
             if self._drain_requested.is_set():
                 return
             self.worker_id = await workers.register(
@@ -579,7 +653,7 @@ class Worker:
         runs = self._runs_of(job_id)
         if runs:
             newest = max(runs, key=lambda r: r.job.execution_seq)
-            if newest.request_stop(reason):
+            if self._request_stop(newest, reason):
                 log.info("stopping job", job_id=job_id, reason=reason.value)
 
     # ------------------------------------------------------------------ listen
@@ -621,16 +695,14 @@ class Worker:
     # ------------------------------------------------------------------ drain
 
     async def _drain(self) -> None:
-        in_flight = [r.supervisor for r in self.running.values() if r.supervisor is not None]
-        log.info("draining", in_flight=len(in_flight), grace_s=self.config.drain_grace_s)
-        if not in_flight:
-            return
-        _, pending = await asyncio.wait(in_flight, timeout=self.config.drain_grace_s)
-        if pending:
-            log.info("grace period over; releasing unfinished jobs", count=len(pending))
+        log.info("draining", in_flight=len(self.running), grace_s=self.config.drain_grace_s)
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=self.config.drain_grace_s)
+        except TimeoutError:
+            log.info("grace period over; releasing unfinished jobs", count=len(self.running))
             for r in list(self.running.values()):
-                r.request_stop(StopReason.DRAIN)
-            await asyncio.wait(pending)
+                self._request_stop(r, StopReason.DRAIN)
+            await self._idle.wait()
 
 
 def _consume(task: asyncio.Task[Any]) -> None:
@@ -661,6 +733,13 @@ def _result_problem(result: Any) -> str | None:
 
 def run_worker(config: WorkerConfig, registry: Registry) -> int:
     """Process entry point: run a worker with signal-driven drain; returns the exit code."""
+    # Start-up objects (modules, settings, the registry) live as long as the process: move
+    # them out of the collector's view, and collect young objects less often. Each job makes
+    # a few dozen short-lived objects; at the default threshold a collection ran every few
+    # jobs and cost about a tenth of the worker's CPU per no-op job (docs/BENCHMARKS.md).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD_YOUNG, *gc.get_threshold()[1:])
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     worker = Worker(config, registry)
