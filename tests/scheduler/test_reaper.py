@@ -103,6 +103,32 @@ async def test_poison_pill_is_dead_lettered_on_its_nth_lost_lease(conn: Conn) ->
     assert (ex["outcome"], ex["attempt_charged"]) == ("lease_lost", True)
 
 
+async def test_a_lost_job_whose_cancel_was_requested_ends_cancelled_not_requeued(
+    conn: Conn, db_url: str
+) -> None:
+    queue, worker = await setup(conn)
+    # At the poison threshold too: the user's cancel wins over dead-lettering.
+    held = await make_held_job(
+        conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1), lease_lost_count=2
+    )
+    await conn.execute("UPDATE jobs SET cancel_requested_at = %s WHERE id = %s", (T0, held["id"]))
+    listener = await connect(db_url, autocommit=True)
+    try:
+        await listener.execute("LISTEN jobyard_jobs")
+        result = await reap_expired_leases(conn, poison_threshold=3, now=T0)
+        heard = [n.payload async for n in listener.notifies(timeout=0.5)]
+    finally:
+        await listener.close()
+    assert (result.requeued, result.dead_lettered, result.cancelled) == (0, 0, 1)
+    after = await job(conn, held["id"])
+    assert (after["status"], after["finished_at"], after["worker_id"]) == ("cancelled", T0, None)
+    assert after["attempt"] == 0  # the lost run is refunded, as for any lost lease
+    assert await all_rows(conn, "SELECT * FROM dead_letter_jobs") == []
+    assert heard == []  # nothing came back to the queue, so no worker is woken
+    ex = await execution(conn, held["id"])
+    assert (ex["outcome"], ex["attempt_charged"]) == ("lease_lost", False)
+
+
 async def test_below_the_poison_threshold_the_job_is_requeued(conn: Conn) -> None:
     queue, worker = await setup(conn)
     held = await make_held_job(

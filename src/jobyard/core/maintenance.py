@@ -35,16 +35,18 @@ class PromoteResult:
 
 @dataclass(frozen=True)
 class ReapResult:
-    """Held jobs taken back: requeued (attempt refunded) or dead-lettered as poison pills."""
+    """Held jobs taken back: requeued (attempt refunded), dead-lettered as poison pills, or
+    finished as cancelled when their cancel had been requested."""
 
     requeued: int = 0
     dead_lettered: int = 0
     job_ids: tuple[JobId, ...] = ()
     batches: int = 0
+    cancelled: int = 0
 
     @property
     def reaped(self) -> int:
-        return self.requeued + self.dead_lettered
+        return self.requeued + self.dead_lettered + self.cancelled
 
     def __add__(self, other: ReapResult) -> ReapResult:
         return ReapResult(
@@ -52,6 +54,7 @@ class ReapResult:
             self.dead_lettered + other.dead_lettered,
             self.job_ids + other.job_ids,
             self.batches + other.batches,
+            self.cancelled + other.cancelled,
         )
 
 
@@ -123,6 +126,7 @@ async def _reap(
         dead_lettered=len(lettered),
         job_ids=tuple(JobId(r["job_id"]) for r in rows),
         batches=1,
+        cancelled=sum(1 for r in rows if r["status"] == "cancelled"),
     )
 
 

@@ -52,8 +52,10 @@ class Reaper(LoopService):
 
     async def run_once(self, conn: Conn, now: datetime | None = None) -> PassResult:
         if self.grace.active and self.grace.holding_off(await db_now(conn, now)):
-            return PassResult(counts={"requeued": 0, "dead_lettered": 0, "held_off": 1})
-        requeued = lettered = 0
+            return PassResult(
+                counts={"requeued": 0, "dead_lettered": 0, "cancelled": 0, "held_off": 1}
+            )
+        requeued = lettered = cancelled = 0
         more = False
         for _ in range(self.config.max_batches):
             result = await reap_expired_leases(
@@ -65,9 +67,16 @@ class Reaper(LoopService):
             )
             requeued += result.requeued
             lettered += result.dead_lettered
+            cancelled += result.cancelled
             more = result.reaped >= self.config.batch
             if not more:
                 break
         return PassResult(
-            counts={"requeued": requeued, "dead_lettered": lettered, "held_off": 0}, more=more
+            counts={
+                "requeued": requeued,
+                "dead_lettered": lettered,
+                "cancelled": cancelled,
+                "held_off": 0,
+            },
+            more=more,
         )

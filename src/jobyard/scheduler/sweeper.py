@@ -53,7 +53,7 @@ class Sweeper(LoopService):
     async def run_once(self, conn: Conn, now: datetime | None = None) -> PassResult:
         if self.grace.active and self.grace.holding_off(await db_now(conn, now)):
             return PassResult(counts={"workers_dead": 0, "requeued": 0, "held_off": 1})
-        workers = requeued = lettered = 0
+        workers = requeued = lettered = cancelled = 0
         more = False
         for _ in range(self.config.max_batches):
             result = await sweep_dead_workers(
@@ -66,6 +66,7 @@ class Sweeper(LoopService):
             workers += len(result.workers)
             requeued += result.jobs.requeued
             lettered += result.jobs.dead_lettered
+            cancelled += result.jobs.cancelled
             more = len(result.workers) >= self.config.batch
             if not more:
                 break
@@ -74,6 +75,7 @@ class Sweeper(LoopService):
                 "workers_dead": workers,
                 "requeued": requeued,
                 "dead_lettered": lettered,
+                "cancelled": cancelled,
                 "held_off": 0,
             },
             more=more,

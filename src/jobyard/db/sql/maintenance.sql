@@ -27,7 +27,8 @@ SELECT queue_id, promoted FROM per_queue
 
 -- name: lease_reap
 -- Take back held jobs whose lease expired (more than grace_s ago) or whose worker is in
--- worker_ids (declared dead): requeue with the attempt refunded, or dead-letter a poison pill.
+-- worker_ids (declared dead): requeue with the attempt refunded, dead-letter a poison pill, or
+-- finish as cancelled a job whose cancel was requested (nobody is left to deliver it).
 -- One statement per batch; a heartbeat or completion that locks the row first wins.
 -- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "now": null}
 WITH expired AS MATERIALIZED (
@@ -35,7 +36,9 @@ WITH expired AS MATERIALIZED (
     -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
     -- a lease extended after our snapshot is not taken.
     SELECT j.id, j.worker_id, j.execution_seq,
-           (j.lease_lost_count + 1 >= %(poison_threshold)s) AS poison,
+           (j.lease_lost_count + 1 >= %(poison_threshold)s
+            AND j.cancel_requested_at IS NULL) AS poison,
+           (j.cancel_requested_at IS NOT NULL) AS cancelled,
            (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
     FROM jobs j
     WHERE j.status IN ('claimed', 'running')
@@ -45,12 +48,14 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE OF j SKIP LOCKED
 ), reaped AS (
     UPDATE jobs j
-    SET status = CASE WHEN x.poison THEN 'dead_letter'::job_status ELSE 'queued'::job_status END,
+    SET status = CASE WHEN x.cancelled THEN 'cancelled'::job_status
+                      WHEN x.poison THEN 'dead_letter'::job_status
+                      ELSE 'queued'::job_status END,
         -- Refund: the run died with its worker, the job did not fail. A poison pill keeps it.
         attempt = CASE WHEN x.poison THEN j.attempt ELSE greatest(0, j.attempt - 1) END,
         lease_lost_count = j.lease_lost_count + 1,
         worker_id = NULL, lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
-        finished_at = CASE WHEN x.poison THEN coalesce(%(now)s, now()) END,
+        finished_at = CASE WHEN x.poison OR x.cancelled THEN coalesce(%(now)s, now()) END,
         last_error = CASE WHEN x.poison
             THEN format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1)
             ELSE j.last_error END,
@@ -68,7 +73,7 @@ WITH expired AS MATERIALIZED (
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.status,
               j.attempt, j.execution_seq, j.last_error, j.error_fingerprint,
-              x.worker_id AS lost_worker_id, x.poison, x.worker_dead
+              x.worker_id AS lost_worker_id, x.poison, x.cancelled, x.worker_dead
 ), closed AS (
     UPDATE job_executions e
     SET outcome = 'lease_lost', attempt_charged = r.poison,
@@ -88,7 +93,7 @@ WITH expired AS MATERIALIZED (
 ), notified AS MATERIALIZED (
     -- One NOTIFY per queue that got jobs back.
     SELECT d.queue_id, pg_notify('jobyard_jobs', d.queue_id::text) AS sent
-    FROM (SELECT DISTINCT queue_id FROM reaped WHERE NOT poison) d
+    FROM (SELECT DISTINCT queue_id FROM reaped WHERE status = 'queued') d
 )
 SELECT r.id AS job_id, r.queue_id, r.status::text AS status, r.lost_worker_id AS worker_id,
        r.execution_seq, r.worker_dead, (SELECT count(*) FROM notified) AS queues_notified
