@@ -52,7 +52,15 @@ class Sweeper(LoopService):
 
     async def run_once(self, conn: Conn, now: datetime | None = None) -> PassResult:
         if self.grace.active and self.grace.holding_off(await db_now(conn, now)):
-            return PassResult(counts={"workers_dead": 0, "requeued": 0, "held_off": 1})
+            return PassResult(
+                counts={
+                    "workers_dead": 0,
+                    "requeued": 0,
+                    "dead_lettered": 0,
+                    "cancelled": 0,
+                    "held_off": 1,
+                }
+            )
         workers = requeued = lettered = cancelled = 0
         more = False
         for _ in range(self.config.max_batches):
