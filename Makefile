@@ -6,10 +6,12 @@ TOOLS := .tools
 UV := $(TOOLS)/bin/uv
 VENV := .venv
 BIN := $(VENV)/bin
+# Peer benchmarks (benchmarks/peers/README.md): venvs, servers and results, all git-ignored.
+PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser test check lint typecheck imports demo up bench explain db-reset db-dump clean
+.PHONY: help install browser test check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -51,8 +53,11 @@ demo: install ## set everything up and run the whole system on embedded PostgreS
 up: install ## run api + worker + scheduler against the configured database
 	$(BIN)/jobyard up
 
-bench: install ## run the shipped benchmarks and rewrite docs/BENCHMARKS.md
-	$(BIN)/jobyard bench
+bench: install bench-peers ## measure PgQueuer, then jobyard against it; rewrite docs/BENCHMARKS.md
+	$(BIN)/jobyard bench --reference $(PEERS)/pgqueuer.json
+
+bench-peers: install ## measure PgQueuer 1.6.0 on this machine into .jobyard/peers/pgqueuer.json
+	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --output $(PEERS)/pgqueuer.json
 
 explain: install ## regenerate docs/EXPLAIN.md from the EXPLAIN harness
 	$(BIN)/jobyard db explain

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from jobyard.benchmarks import report
+import pytest
+from typer.testing import CliRunner
+
+from jobyard.benchmarks import harness, reference, report
 from jobyard.benchmarks.harness import JSON_KEYS, QUICK, Report
+from jobyard.cli import app
 
 
 def test_bench_quick_json_prints_one_object_with_the_seven_numbers(
@@ -66,3 +70,102 @@ def test_metric_judges_rates_up_and_latencies_down() -> None:
     assert by_key["pickup_p50_ms"].meets(3.1) is False
     assert by_key["pickup_p50_ms"].ratio(1.6, 3.2) == "2.00×"
     assert by_key["drain_2proc_per_s"].ratio(42_000, 21_000) == "2.00×"
+
+
+def _peer_file(tmp_path: Path, **changes: object) -> Path:
+    """A `make bench-peers` file: PgQueuer exactly half as fast as _report()'s numbers."""
+    numbers: dict[str, object] = {
+        key: 500.0 if key.endswith("_per_s") else 4.0
+        for key in (*JSON_KEYS, *reference.OPTIONAL_KEYS)
+    }
+    data = {
+        **numbers,
+        "peer": "PgQueuer",
+        "version": "1.6.0",
+        "measured_at": "2026-12-03T01:02:03+00:00",
+        "quick": False,
+        "host": "bench-box",
+        "details": {"sizes": {}},
+        **changes,
+    }
+    path = tmp_path / "pgqueuer.json"
+    path.write_text(json.dumps({k: v for k, v in data.items() if v is not None}), "utf-8")
+    return path
+
+
+def test_a_measured_reference_replaces_the_quoted_figures(tmp_path: Path) -> None:
+    quoted = report.render_block(_report())
+    assert "| PgQueuer 1.6 | vs PgQueuer |" in quoted
+    assert "| 2,400 | 0.42× |" in quoted  # 1,000 single enqueues/s against the issue's 2,400
+    assert "quoted in the issue, measured on another machine" in quoted
+
+    peer = reference.load(_peer_file(tmp_path), host="bench-box")
+    block = report.render_block(_report(), peer)
+    assert "| PgQueuer 1.6.0 | vs PgQueuer |" in block
+    assert "single enqueue, 1 connection (key) | **1,000** /s" in block
+    assert "| 500 | 2.00× |" in block  # every rate: ours 1,000 against 500
+    assert "| 4.00 | 2.00× |" in block  # every latency: ours 2 ms against 4 ms
+    assert "2,400" not in block and "quoted in the issue" not in block
+    # Metrics the peer file has no number for stay empty.
+    assert "single enqueue, 4 connections | **1,000** /s (1,000–1,000) | — | — | — | — | — |" in (
+        block
+    )
+    assert "measured on this machine at 2026-12-03 01:02 UTC by `make bench-peers`" in block
+    assert "PgQueuer 1.6.0" in peer.source
+
+    elsewhere = reference.load(_peer_file(tmp_path, quick=True), host="laptop")
+    assert "measured on another machine (bench-box)" in elsewhere.source
+    assert "`--quick` smoke run" in elsewhere.source
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"drain_2proc_per_s": None}, 'has no "drain_2proc_per_s"'),
+        ({"pickup_p99_ms": "fast"}, '"pickup_p99_ms" in the reference file'),
+        ({"enqueue_batch_per_s": 0}, "not a positive number"),
+        ({"version": None}, 'has no "version"'),
+        ({"measured_at": "yesterday"}, 'has no "measured_at"'),
+    ],
+)
+def test_a_bad_reference_file_is_a_clear_cli_error_before_any_benchmark(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    # No database is reachable at this URL: the file must be refused before one is needed.
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    bad = _peer_file(tmp_path, **changes)
+    done = cli.invoke(app, ["bench", "--quick", "--json", "--reference", str(bad)])
+    text = " ".join(done.output.split())  # rich wraps long lines
+    assert done.exit_code == 2, text
+    assert isinstance(done.exception, SystemExit)  # typer.Exit, not a stack trace
+    assert "Traceback" not in text
+    assert message in text
+    assert "hint: regenerate it with `make bench-peers`" in text
+    assert "{" not in done.stdout  # no JSON: nothing was measured
+
+
+def test_a_missing_reference_file_says_how_to_make_one(tmp_path: Path) -> None:
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    done = cli.invoke(app, ["bench", "--quick", "--reference", str(tmp_path / "none.json")])
+    text = " ".join(done.output.split())
+    assert done.exit_code == 2, text
+    assert "cannot read the reference file" in text
+    assert "measure PgQueuer on this machine with `make bench-peers`" in text
+
+
+def test_bench_reference_flag_feeds_the_report_and_leaves_the_json_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's wiring, with the measurement itself replaced by _report()'s numbers."""
+    monkeypatch.setattr(harness, "run_bench", lambda *_args: _report())
+    monkeypatch.setattr(reference.platform, "node", lambda: "bench-box")
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    target = tmp_path / "BENCHMARKS.md"
+    args = ["bench", "--json", "--output", str(target), "--reference", str(_peer_file(tmp_path))]
+    done = cli.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    assert list(json.loads(done.stdout)) == list(JSON_KEYS)
+    text = target.read_text(encoding="utf-8")
+    assert "| PgQueuer 1.6.0 | vs PgQueuer |" in text
+    assert "| 500 | 2.00× |" in text
+    assert "measured on this machine at 2026-12-03 01:02 UTC by `make bench-peers`" in text

@@ -494,12 +494,28 @@ def bench_cmd(
         Path | None,
         typer.Option("--output", help="Report file (default docs/BENCHMARKS.md; none if --quick)."),
     ] = None,
+    reference_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="PgQueuer's numbers measured on this machine by `make bench-peers` "
+            "(.jobyard/peers/pgqueuer.json) for the PgQueuer column and ratios; "
+            "default: the figures quoted in the issue.",
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
-    from jobyard.benchmarks import harness, report  # loads only for this command
+    from jobyard.benchmarks import harness, reference, report  # loads only for this command
 
     settings = load_settings(data_dir=data_dir)
+    # Checked before minutes of benchmarking, not after.
+    peer = reference.QUOTED
+    if reference_file is not None:
+        try:
+            peer = reference.load(reference_file)
+        except reference.ReferenceFileError as exc:
+            raise fail(exc.message, exc.hint) from None
     # A dedicated embedded server with PostgreSQL's durable defaults, apart from the demo's.
     admin_url = settings.database_url or embedded.start(settings.data_dir / "bench-pgdata")
     sizes = harness.QUICK if quick else harness.FULL
@@ -520,11 +536,12 @@ def bench_cmd(
     except CONNECTION_ERRORS as exc:
         raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
     if target is not None:
-        report.write_report(result, target)
+        report.write_report(result, target, peer)
     if as_json:
         print(json.dumps(result.json_object()))
         return
-    err.print(report.summary_table(result))
+    err.print(report.summary_table(result, peer))
+    err.print(f"{peer.label} column: {peer.source}")
     if target is not None:
         err.print(f"wrote {target}")
 
