@@ -28,24 +28,32 @@ class ChildSpec:
 
 def supervise(children: Sequence[ChildSpec], env: Mapping[str, str], grace_s: float = 40.0) -> int:
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    stopping = False
+    kill_at: float | None = None  # set once stopping: when stragglers are killed
 
-    def _forward(signum: int, _frame: FrameType | None) -> None:
-        nonlocal stopping
-        if stopping:  # second signal: stop at once
+    def _stop_all() -> None:
+        nonlocal kill_at
+        kill_at = time.monotonic() + grace_s
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    def _on_signal(_signum: int, _frame: FrameType | None) -> None:
+        if kill_at is not None:  # second signal: stop at once
             for proc in procs.values():
                 proc.kill()
             return
-        stopping = True
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signum)
+        _stop_all()
 
-    signal.signal(signal.SIGINT, _forward)
-    signal.signal(signal.SIGTERM, _forward)
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
     for child in children:
         procs[child.name] = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            [sys.executable, "-m", "jobyard", *child.args], env={**os.environ, **env}
+            [sys.executable, "-m", "jobyard", *child.args],
+            env={**os.environ, **env},
+            # Their own process group: Ctrl-C in a terminal signals the whole foreground group,
+            # so children would get it twice (from the terminal and from us) and take the
+            # second as "exit at once". Only the supervisor hears it, and forwards one SIGTERM.
+            process_group=0,
         )
         log.info("child started", child=child.name, pid=procs[child.name].pid)
 
@@ -59,11 +67,12 @@ def supervise(children: Sequence[ChildSpec], env: Mapping[str, str], grace_s: fl
             log.info("child exited", child=name, code=code)
             if code != 0:
                 exit_code = exit_code or code
-            if not stopping:
-                stopping = True
-                for other in procs.values():
-                    other.send_signal(signal.SIGTERM)
-                deadline = time.monotonic() + grace_s
-                _ = deadline
+            if kill_at is None:
+                _stop_all()
+        if kill_at is not None and time.monotonic() > kill_at:
+            for name, proc in procs.items():
+                log.warning("child did not stop within the grace period; killing it", child=name)
+                proc.kill()
+            kill_at = float("inf")  # killed; wait for them to be reaped
         time.sleep(0.2)
     return exit_code

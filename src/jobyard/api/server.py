@@ -3,6 +3,9 @@ accepting, finishes in-flight requests, runs the lifespan shutdown (closing the 
 
 from __future__ import annotations
 
+import signal
+from types import FrameType
+
 import uvicorn
 
 from jobyard.api.app import create_app
@@ -19,4 +22,17 @@ def run_api(settings: Settings, *, host: str, port: int) -> None:
         server_header=False,
         lifespan="on",
     )
-    uvicorn.Server(config).run()
+    # uvicorn restores the handlers it found and re-raises the signal that stopped it, so the
+    # process would die "by the signal" (or, for SIGINT, with a KeyboardInterrupt traceback)
+    # after a clean shutdown. Handlers of our own are what it restores: the re-raise is a
+    # no-op and a drained API exits 0, as the worker and the scheduler do.
+    previous = {sig: signal.signal(sig, _after_shutdown) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _after_shutdown(_signum: int, _frame: FrameType | None) -> None:
+    """The signal uvicorn re-raises once it has shut down: nothing is left to do."""
