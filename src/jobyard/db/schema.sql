@@ -54,6 +54,70 @@ CREATE TYPE public.worker_status AS ENUM (
     'dead'
 );
 
+CREATE FUNCTION public.job_batches_keep_id() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    RAISE foreign_key_violation USING
+        MESSAGE = 'a job_batches id never changes (jobs.batch_id refers to it)',
+        CONSTRAINT = 'jobs_batch_id_fkey', TABLE = 'job_batches', SCHEMA = TG_TABLE_SCHEMA;
+END $$;
+
+CREATE FUNCTION public.job_batches_null_refs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE jobs SET batch_id = NULL WHERE batch_id IS NOT NULL;
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM gone) THEN
+        RETURN NULL;
+    END IF;
+    -- A key's SET NULL reads with the newest snapshot and fails a REPEATABLE READ deleter that
+    -- would miss a job committed after its snapshot; plpgsql cannot, so refuse instead.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE serialization_failure USING
+            MESSAGE = 'delete job_batches rows (or their queue or project) under READ COMMITTED';
+    END IF;
+    UPDATE jobs SET batch_id = NULL WHERE batch_id IN (SELECT id FROM gone);
+    RETURN NULL;
+END $$;
+
+CREATE FUNCTION public.jobs_batch_ref_check() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    wanted bigint[];
+    locked bigint;
+    missing bigint;
+BEGIN
+    IF TG_LEVEL = 'ROW' THEN
+        -- An UPDATE that changes batch_id (the WHEN of jobs_batch_ref_upd).
+        PERFORM FROM job_batches WHERE id = NEW.batch_id FOR KEY SHARE;
+        missing := CASE WHEN FOUND THEN NULL ELSE NEW.batch_id END;
+    ELSE
+        -- Single enqueues carry no batch: leave before the aggregate (5 µs against 18 µs).
+        IF NOT EXISTS (SELECT FROM new_jobs WHERE batch_id IS NOT NULL) THEN
+            RETURN NULL;
+        END IF;
+        SELECT array_agg(DISTINCT batch_id) INTO wanted FROM new_jobs WHERE batch_id IS NOT NULL;
+        SELECT count(*) INTO locked FROM (
+            SELECT id FROM job_batches WHERE id = ANY (wanted) FOR KEY SHARE) l;
+        IF locked < cardinality(wanted) THEN
+            SELECT w INTO missing FROM unnest(wanted) w
+            WHERE NOT EXISTS (SELECT FROM job_batches b WHERE b.id = w) LIMIT 1;
+        END IF;
+    END IF;
+    IF missing IS NOT NULL THEN
+        RAISE foreign_key_violation USING
+            MESSAGE = 'insert or update on table "jobs" violates foreign key constraint "jobs_batch_id_fkey"',
+            DETAIL = format('Key (batch_id)=(%s) is not present in table "job_batches".', missing),
+            CONSTRAINT = 'jobs_batch_id_fkey', TABLE = 'jobs', SCHEMA = TG_TABLE_SCHEMA;
+    END IF;
+    RETURN NULL;
+END $$;
+
 CREATE TABLE public.alembic_version (
     version_num character varying(32) NOT NULL
 );
@@ -610,6 +674,16 @@ CREATE INDEX workers_live_heartbeat_idx ON public.workers USING btree (last_hear
 
 CREATE INDEX workers_project_idx ON public.workers USING btree (project_id, id);
 
+CREATE TRIGGER job_batches_delete AFTER DELETE ON public.job_batches REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.job_batches_null_refs();
+
+CREATE TRIGGER job_batches_keep_id BEFORE UPDATE OF id ON public.job_batches FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.job_batches_keep_id();
+
+CREATE TRIGGER job_batches_truncate AFTER TRUNCATE ON public.job_batches FOR EACH STATEMENT EXECUTE FUNCTION public.job_batches_null_refs();
+
+CREATE TRIGGER jobs_batch_ref_ins AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_batch_ref_check();
+
+CREATE TRIGGER jobs_batch_ref_upd AFTER UPDATE OF batch_id ON public.jobs FOR EACH ROW WHEN (((new.batch_id IS NOT NULL) AND (new.batch_id IS DISTINCT FROM old.batch_id))) EXECUTE FUNCTION public.jobs_batch_ref_check();
+
 ALTER TABLE ONLY public.api_keys
     ADD CONSTRAINT api_keys_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id) ON DELETE SET NULL;
 
@@ -648,9 +722,6 @@ ALTER TABLE ONLY public.job_executions
 
 ALTER TABLE ONLY public.job_logs
     ADD CONSTRAINT job_logs_execution_fk FOREIGN KEY (job_id, execution_seq) REFERENCES public.job_executions(job_id, execution_seq) ON DELETE CASCADE;
-
-ALTER TABLE ONLY public.jobs
-    ADD CONSTRAINT jobs_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES public.job_batches(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_queue_fkey FOREIGN KEY (queue_id, project_id) REFERENCES public.queues(id, project_id) ON DELETE CASCADE;

@@ -216,7 +216,8 @@ CREATE TABLE jobs (
     retry_override    jsonb CHECK (retry_override IS NULL OR jsonb_typeof(retry_override) = 'object'),
     timeout_ms        integer CHECK (timeout_ms IS NULL OR timeout_ms BETWEEN 1 AND 86400000),
     idempotency_key   text CHECK (idempotency_key IS NULL OR length(idempotency_key) BETWEEN 1 AND 200),
-    batch_id          bigint REFERENCES job_batches (id) ON DELETE SET NULL,
+    -- References job_batches (id), ON DELETE SET NULL, kept by the triggers below, not a key.
+    batch_id          bigint,
     schedule_id       bigint REFERENCES scheduled_jobs (id) ON DELETE SET NULL,
     worker_id         bigint REFERENCES workers (id) ON DELETE SET NULL,
     lock_expires_at   timestamptz,
@@ -265,6 +266,81 @@ CREATE INDEX jobs_fingerprint_idx ON jobs (project_id, error_fingerprint, id DES
 -- Retention: finished jobs by age (their executions and logs cascade).
 CREATE INDEX jobs_finished_idx ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_schedule_idx ON jobs (schedule_id, id DESC) WHERE schedule_id IS NOT NULL;
+
+-- jobs.batch_id → job_batches (id) ON DELETE SET NULL, enforced by triggers instead of a
+-- foreign key. A key is checked row by row: 10,000 jobs of one batch meant 10,000 lookups of
+-- the same job_batches row (~36 ms, a fifth of the batch insert). The statement trigger checks
+-- each DISTINCT batch once and takes the lock a key check takes (FOR KEY SHARE), so a
+-- concurrent delete of the batch still waits for the insert or makes it fail.
+CREATE FUNCTION jobs_batch_ref_check() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    wanted bigint[];
+    locked bigint;
+    missing bigint;
+BEGIN
+    IF TG_LEVEL = 'ROW' THEN
+        -- An UPDATE that changes batch_id (the WHEN of jobs_batch_ref_upd).
+        PERFORM FROM job_batches WHERE id = NEW.batch_id FOR KEY SHARE;
+        missing := CASE WHEN FOUND THEN NULL ELSE NEW.batch_id END;
+    ELSE
+        -- Single enqueues carry no batch: leave before the aggregate (5 µs against 18 µs).
+        IF NOT EXISTS (SELECT FROM new_jobs WHERE batch_id IS NOT NULL) THEN
+            RETURN NULL;
+        END IF;
+        SELECT array_agg(DISTINCT batch_id) INTO wanted FROM new_jobs WHERE batch_id IS NOT NULL;
+        SELECT count(*) INTO locked FROM (
+            SELECT id FROM job_batches WHERE id = ANY (wanted) FOR KEY SHARE) l;
+        IF locked < cardinality(wanted) THEN
+            SELECT w INTO missing FROM unnest(wanted) w
+            WHERE NOT EXISTS (SELECT FROM job_batches b WHERE b.id = w) LIMIT 1;
+        END IF;
+    END IF;
+    IF missing IS NOT NULL THEN
+        RAISE foreign_key_violation USING
+            MESSAGE = 'insert or update on table "jobs" violates foreign key constraint "jobs_batch_id_fkey"',
+            DETAIL = format('Key (batch_id)=(%s) is not present in table "job_batches".', missing),
+            CONSTRAINT = 'jobs_batch_id_fkey', TABLE = 'jobs', SCHEMA = TG_TABLE_SCHEMA;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER jobs_batch_ref_ins AFTER INSERT ON jobs REFERENCING NEW TABLE AS new_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_batch_ref_check();
+CREATE TRIGGER jobs_batch_ref_upd AFTER UPDATE OF batch_id ON jobs FOR EACH ROW
+    WHEN (NEW.batch_id IS NOT NULL AND NEW.batch_id IS DISTINCT FROM OLD.batch_id)
+    EXECUTE FUNCTION jobs_batch_ref_check();
+
+-- The referenced side: deleting (or truncating) batches nulls the jobs that named them, and a
+-- batch's id never changes.
+CREATE FUNCTION job_batches_null_refs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE jobs SET batch_id = NULL WHERE batch_id IS NOT NULL;
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM gone) THEN
+        RETURN NULL;
+    END IF;
+    -- A key's SET NULL reads with the newest snapshot and fails a REPEATABLE READ deleter that
+    -- would miss a job committed after its snapshot; plpgsql cannot, so refuse instead.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE serialization_failure USING
+            MESSAGE = 'delete job_batches rows (or their queue or project) under READ COMMITTED';
+    END IF;
+    UPDATE jobs SET batch_id = NULL WHERE batch_id IN (SELECT id FROM gone);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER job_batches_delete AFTER DELETE ON job_batches REFERENCING OLD TABLE AS gone
+    FOR EACH STATEMENT EXECUTE FUNCTION job_batches_null_refs();
+CREATE TRIGGER job_batches_truncate AFTER TRUNCATE ON job_batches
+    FOR EACH STATEMENT EXECUTE FUNCTION job_batches_null_refs();
+CREATE FUNCTION job_batches_keep_id() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE foreign_key_violation USING
+        MESSAGE = 'a job_batches id never changes (jobs.batch_id refers to it)',
+        CONSTRAINT = 'jobs_batch_id_fkey', TABLE = 'job_batches', SCHEMA = TG_TABLE_SCHEMA;
+END $$;
+CREATE TRIGGER job_batches_keep_id BEFORE UPDATE OF id ON job_batches FOR EACH ROW
+    WHEN (NEW.id IS DISTINCT FROM OLD.id) EXECUTE FUNCTION job_batches_keep_id();
 
 CREATE TABLE job_dependencies (
     job_id             bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
@@ -338,6 +414,7 @@ DROP TABLE IF EXISTS queues, retry_policies, rate_limit_counters, refresh_tokens
 DROP TABLE IF EXISTS projects, organization_members, users, organizations CASCADE;
 DROP TYPE IF EXISTS dead_letter_reason, overlap_policy, execution_outcome, worker_status,
     backoff_kind, member_role, job_status;
+DROP FUNCTION IF EXISTS jobs_batch_ref_check(), job_batches_null_refs(), job_batches_keep_id();
 """
 
 
