@@ -57,7 +57,7 @@ bench: install bench-peers ## measure PgQueuer, then jobyard against it; rewrite
 	$(BIN)/jobyard bench --reference $(PEERS)/pgqueuer.json
 
 bench-peers: install ## measure PgQueuer 1.6.0 on this machine into .jobyard/peers/pgqueuer.json
-	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --output $(PEERS)/pgqueuer.json
+	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --output $(PEERS)/pgqueuer.json $(PEER_ARGS)
 
 explain: install ## regenerate docs/EXPLAIN.md from the EXPLAIN harness
 	$(BIN)/jobyard db explain

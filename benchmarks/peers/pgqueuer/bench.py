@@ -2,11 +2,13 @@
 
 Run by run.sh inside the peer venv (pgqueuer + asyncpg; it never imports jobyard):
 
-    bench.py --url ADMIN_URL --workdir DIR --sizes JSON [--quick]
+    bench.py --url ADMIN_URL --workdir DIR --setup JSON [--runs N] [--quick]
 
-ADMIN_URL is a libpq URL of the peer's server (a superuser; databases are created on it).
+ADMIN_URL is a libpq URL of the peer's server (a superuser; databases are created on it). JSON
+is jobyard's sizes and machine description (run.sh reads them from jobyard's harness).
 Prints ONE JSON object on stdout: the seven numbers `jobyard bench --json` prints (same keys,
-same meaning), three extra ones under jobyard's metric names, then where they came from.
+same meaning, medians of the runs), three more under jobyard's metric names (from-spawn drains,
+pickup max), then where they came from and, under "details", every run.
 Progress goes to stderr; each worker process logs to DIR/worker-N.log.
 
 Each scenario runs in a fresh database with PgQueuer's schema installed by its own CLI
@@ -22,6 +24,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -52,7 +55,7 @@ DRAIN_BATCH: Final = 50
 
 @dataclass(frozen=True)
 class Sizes:
-    """jobyard's sizes (harness.FULL or QUICK), handed over by run.sh so they never drift."""
+    """jobyard's sizes (harness.FULL or QUICK), handed over by run.sh so that they never drift."""
 
     single: int
     batch: int
@@ -65,8 +68,7 @@ class Sizes:
     pickup_concurrency: int
 
     @classmethod
-    def from_json(cls, text: str) -> Sizes:
-        given = json.loads(text)
+    def from_dict(cls, given: dict[str, Any]) -> Sizes:
         return cls(**{f.name: given[f.name] for f in fields(cls)})
 
 
@@ -341,7 +343,34 @@ def loadavg() -> str:
         return "unknown"
 
 
-async def measure(admin_url: str, workdir: Path, sizes: Sizes, quick: bool) -> dict[str, Any]:
+async def one_run(bench: Bench, sizes: Sizes, prefix: str) -> dict[str, float]:
+    """Every scenario once, in jobyard bench's order."""
+    numbers: dict[str, float] = {}
+    log(f"{prefix}{sizes.single:,} single enqueues on one connection")
+    numbers["enqueue_single_per_s"] = await enqueue_single(bench, sizes.single)
+    log(f"{prefix}{sizes.batch:,} jobs by batch enqueue")
+    numbers["enqueue_batch_per_s"] = await enqueue_batch(bench, sizes.batch)
+    for processes in (1, 2):
+        log(f"{prefix}drain {sizes.drain:,} no-op jobs with {processes} worker process(es)")
+        result = await drain(bench, sizes, processes)
+        numbers[f"drain_{processes}proc_per_s"] = result["per_s"]
+        numbers[f"drain_{processes}proc_wall_per_s"] = result["wall_per_s"]
+    log(f"{prefix}pickup latency of {sizes.pickup} jobs to an idle worker")
+    latency = await pickup(bench, sizes)
+    numbers.update(
+        pickup_p50_ms=latency["p50"],
+        pickup_p95_ms=latency["p95"],
+        pickup_p99_ms=latency["p99"],
+        pickup_max_ms=latency["max"],
+    )
+    return numbers
+
+
+async def measure(
+    admin_url: str, workdir: Path, setup: dict[str, Any], runs: int, quick: bool
+) -> dict[str, Any]:
+    """`runs` runs; the median of each number (as `jobyard bench`), each run in the details."""
+    sizes, machine = Sizes.from_dict(setup["sizes"]), setup["machine"]
     bench = Bench(admin_url, workdir)
     details: dict[str, Any] = {
         "sizes": asdict(sizes),
@@ -353,36 +382,21 @@ async def measure(admin_url: str, workdir: Path, sizes: Sizes, quick: bool) -> d
         "uvloop_version": version("uvloop"),
         "loadavg_before": loadavg(),
     }
-    numbers: dict[str, float] = {}
-
-    log(f"{sizes.single:,} single enqueues on one connection")
-    numbers["enqueue_single_per_s"] = await enqueue_single(bench, sizes.single)
-    log(f"{sizes.batch:,} jobs by batch enqueue")
-    numbers["enqueue_batch_per_s"] = await enqueue_batch(bench, sizes.batch)
-    for processes in (1, 2):
-        log(f"drain {sizes.drain:,} no-op jobs with {processes} worker process(es)")
-        result = await drain(bench, sizes, processes)
-        numbers[f"drain_{processes}proc_per_s"] = result["per_s"]
-        numbers[f"drain_{processes}proc_wall_per_s"] = result["wall_per_s"]
-        details[f"drain_{processes}proc_window_s"] = round(result["window_s"], 3)
-    log(f"pickup latency of {sizes.pickup} jobs to an idle worker")
-    latency = await pickup(bench, sizes)
-    numbers.update(
-        pickup_p50_ms=latency["p50"],
-        pickup_p95_ms=latency["p95"],
-        pickup_p99_ms=latency["p99"],
-        pickup_max_ms=latency["max"],
-    )
+    every = [await one_run(bench, sizes, f"run {n}/{runs}: ") for n in range(1, runs + 1)]
     details["loadavg_after"] = loadavg()
+    details["runs"] = [{key: round(value, 2) for key, value in run.items()} for run in every]
 
     # Keys are jobyard's metric names (report.METRICS); `jobyard bench --reference` checks them.
-    result_object: dict[str, Any] = {key: round(value, 2) for key, value in numbers.items()}
+    result_object: dict[str, Any] = {
+        key: round(statistics.median(run[key] for run in every), 2) for key in every[0]
+    }
     result_object.update(
         peer="PgQueuer",
         version=version("pgqueuer"),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        runs=runs,
         quick=quick,
-        host=platform.node(),
+        machine=machine,
         harness="benchmarks/peers/pgqueuer",
         details=details,
     )
@@ -393,13 +407,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="libpq URL of the peer's server")
     parser.add_argument("--workdir", required=True, type=Path, help="worker logs go here")
-    parser.add_argument("--sizes", required=True, help="jobyard's Sizes as a JSON object")
+    parser.add_argument(
+        "--setup", required=True, help='{"sizes": jobyard\'s Sizes, "machine": its machine_info}'
+    )
+    parser.add_argument("--runs", type=int, default=1, help="repeat; report medians")
     parser.add_argument("--quick", action="store_true", help="the sizes are jobyard's QUICK")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     args.workdir.mkdir(parents=True, exist_ok=True)
     try:
         result = asyncio.run(
-            measure(args.url, args.workdir, Sizes.from_json(args.sizes), args.quick)
+            measure(args.url, args.workdir, json.loads(args.setup), args.runs, args.quick)
         )
     except BenchError as exc:
         sys.exit(f"[pgqueuer bench] error: {exc}")

