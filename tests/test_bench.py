@@ -72,6 +72,9 @@ def test_metric_judges_rates_up_and_latencies_down() -> None:
     assert by_key["drain_2proc_per_s"].ratio(42_000, 21_000) == "2.00×"
 
 
+MACHINE = {"cpu": "Bench CPU", "cores": 2, "memory_gib": 23.5, "os": "Linux 6.1"}
+
+
 def _peer_file(tmp_path: Path, **changes: object) -> Path:
     """A `make bench-peers` file: PgQueuer exactly half as fast as _report()'s numbers."""
     numbers: dict[str, object] = {
@@ -83,8 +86,9 @@ def _peer_file(tmp_path: Path, **changes: object) -> Path:
         "peer": "PgQueuer",
         "version": "1.6.0",
         "measured_at": "2026-12-03T01:02:03+00:00",
+        "runs": 3,
         "quick": False,
-        "host": "bench-box",
+        "machine": MACHINE,
         "details": {"sizes": {}},
         **changes,
     }
@@ -99,7 +103,7 @@ def test_a_measured_reference_replaces_the_quoted_figures(tmp_path: Path) -> Non
     assert "| 2,400 | 0.42× |" in quoted  # 1,000 single enqueues/s against the issue's 2,400
     assert "quoted in the issue, measured on another machine" in quoted
 
-    peer = reference.load(_peer_file(tmp_path), host="bench-box")
+    peer = reference.load(_peer_file(tmp_path), machine=MACHINE)
     block = report.render_block(_report(), peer)
     assert "| PgQueuer 1.6.0 | vs PgQueuer |" in block
     assert "single enqueue, 1 connection (key) | **1,000** /s" in block
@@ -111,10 +115,10 @@ def test_a_measured_reference_replaces_the_quoted_figures(tmp_path: Path) -> Non
         block
     )
     assert "measured on this machine at 2026-12-03 01:02 UTC by `make bench-peers`" in block
-    assert "PgQueuer 1.6.0" in peer.source
+    assert "(PgQueuer 1.6.0, median of 3 runs;" in peer.source
 
-    elsewhere = reference.load(_peer_file(tmp_path, quick=True), host="laptop")
-    assert "measured on another machine (bench-box)" in elsewhere.source
+    elsewhere = reference.load(_peer_file(tmp_path, quick=True), machine={**MACHINE, "cores": 8})
+    assert "measured on another machine (Bench CPU, 2 cores, Linux 6.1)" in elsewhere.source
     assert "`--quick` smoke run" in elsewhere.source
 
 
@@ -158,7 +162,7 @@ def test_bench_reference_flag_feeds_the_report_and_leaves_the_json_alone(
 ) -> None:
     """The CLI's wiring, with the measurement itself replaced by _report()'s numbers."""
     monkeypatch.setattr(harness, "run_bench", lambda *_args: _report())
-    monkeypatch.setattr(reference.platform, "node", lambda: "bench-box")
+    monkeypatch.setattr(reference, "machine_info", lambda: MACHINE)
     cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
     target = tmp_path / "BENCHMARKS.md"
     args = ["bench", "--json", "--output", str(target), "--reference", str(_peer_file(tmp_path))]

@@ -9,18 +9,19 @@ measured on this machine by the same scenarios, so the ratios compare queues, no
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from jobyard.benchmarks.harness import JSON_KEYS
+from jobyard.benchmarks.harness import JSON_KEYS, machine_info
 from jobyard.domain.errors import JobyardError
 
 # Besides JSON_KEYS, numbers a peer file may hold under jobyard's metric names (report.METRICS).
 OPTIONAL_KEYS: Final = ("drain_1proc_wall_per_s", "drain_2proc_wall_per_s", "pickup_max_ms")
+# What must match for a peer file to count as measured on this machine (harness.machine_info).
+SAME_MACHINE_KEYS: Final = ("cpu", "cores", "memory_gib", "os")
 # Where the peer file comes from.
 PEER_COMMAND: Final = "make bench-peers"
 DEFAULT_PATH: Final = ".jobyard/peers/pgqueuer.json"
@@ -59,8 +60,8 @@ class ReferenceFileError(JobyardError):
         self.hint = hint
 
 
-def load(path: Path, *, host: str | None = None) -> Reference:
-    """Read and check a `make bench-peers` file; `host` is this machine (platform.node())."""
+def load(path: Path, *, machine: Mapping[str, Any] | None = None) -> Reference:
+    """Read and check a `make bench-peers` file; `machine` is this one (harness.machine_info)."""
     regenerate = f"regenerate it with `{PEER_COMMAND}` (it writes {DEFAULT_PATH})"
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
@@ -101,20 +102,28 @@ def load(path: Path, *, host: str | None = None) -> Reference:
         ) from None
 
     peer = str(data.get("peer") or "PgQueuer")
-    measured_host = data.get("host")
-    here = host if host is not None else platform.node()
-    where = (
-        "on this machine"
-        if measured_host == here
-        else f"on another machine ({measured_host or 'host unknown'})"
-    )
+    measured_on = data.get("machine")
+    here = machine if machine is not None else machine_info()
+    if isinstance(measured_on, dict) and all(
+        measured_on.get(key) == here.get(key) for key in SAME_MACHINE_KEYS
+    ):
+        where = "on this machine"
+    elif isinstance(measured_on, dict):
+        where = (
+            f"on another machine ({measured_on.get('cpu')}, {measured_on.get('cores')} cores, "
+            f"{measured_on.get('os')})"
+        )
+    else:
+        where = "on an unknown machine"
     when = (
         f"{measured_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
         if measured_at.tzinfo
         else f"{measured_at:%Y-%m-%d %H:%M}"
     )
+    runs = data.get("runs")
+    median = f", median of {runs} runs" if isinstance(runs, int) and runs > 1 else ""
     source = (
-        f"measured {where} at {when} by `{PEER_COMMAND}` ({peer} {version}; "
+        f"measured {where} at {when} by `{PEER_COMMAND}` ({peer} {version}{median}; "
         f"benchmarks/peers/README.md), read from {path}"
     )
     if data.get("quick"):
