@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobyard.domain.ids import ExecutionSeq, JobId, ProjectId, QueueId, WorkerId
 
 
-@dataclass(frozen=True)
-class ClaimedJob:
-    """One claimed run: the fence (id, worker_id, execution_seq) plus what the handler needs."""
+class ClaimedJob(NamedTuple):
+    """One claimed run: the fence (id, worker_id, execution_seq) plus what the handler needs.
+
+    A NamedTuple rather than a frozen dataclass: a worker builds one per job, and a frozen
+    dataclass's per-field `object.__setattr__` made that ~3 µs instead of under 1.
+    """
 
     id: JobId
     project_id: ProjectId

@@ -38,7 +38,7 @@ from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
 from jobyard.domain.schemas import payload_size
 from jobyard.domain.settings import Settings
-from jobyard.logs import bind_context, get_logger
+from jobyard.logs import bind_job, get_logger
 from jobyard.worker.completer import Completer
 from jobyard.worker.context import JobContext, JobLogger
 from jobyard.worker.drain import SignalDrain
@@ -317,12 +317,14 @@ class Worker:
         # and any recording task run in; nothing needs unbinding.
         context = contextvars.copy_context()
         context.run(
-            bind_context,
-            job_id=job.id,
-            queue=queue,
-            handler=job.handler,
-            attempt=job.attempt,
-            execution_seq=job.execution_seq,
+            bind_job,
+            {
+                "job_id": job.id,
+                "queue": queue,
+                "handler": job.handler,
+                "attempt": job.attempt,
+                "execution_seq": job.execution_seq,
+            },
         )
         r = Running(job=job, queue=queue, spec=spec, ctx=ctx, context=context)
         if job.id in self._runs_per_job:
