@@ -248,9 +248,9 @@ async def _job_cancel(ctx: FixtureContext) -> Call:
 async def _job_with_history(ctx: FixtureContext) -> Call:
     job = await make_job_row(ctx, status="done")
     await ctx.conn.execute(
-        """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, finished_at,
-                                       duration_ms, error)
-           VALUES (%s, 1, 1, 'succeeded', now(), 5, 'secret-error-text')""",
+        """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, started_at,
+                                       finished_at, duration_ms, error)
+           VALUES (%s, 1, 1, 'succeeded', now(), now(), 5, 'secret-error-text')""",
         (job["id"],),
     )
     await ctx.conn.execute(

@@ -216,15 +216,22 @@ async def test_explorer_filters_by_status_queue_handler_time_and_fingerprint(
     assert error_fields(error_of(r, 422)) == {"query.status[0]"}
 
 
+async def _job_of_three_attempts(
+    client: httpx.AsyncClient, tenant: Tenant
+) -> tuple[int, dict[str, str]]:
+    """A queued job (max_attempts 3) in a new default queue, and the owner's headers."""
+    await make_queue(client, tenant)
+    h = owner(tenant)
+    r = await client.post(
+        f"{base(tenant)}/jobs", json={"handler": "h", "max_attempts": 3}, headers=h
+    )
+    return r.json()["id"], h
+
+
 async def test_executions_and_logs_of_a_job_are_listed_in_order(
     client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
 ) -> None:
-    await make_queue(client, tenant_a)
-    h = owner(tenant_a)
-    r = await client.post(
-        f"{base(tenant_a)}/jobs", json={"handler": "h", "max_attempts": 3}, headers=h
-    )
-    job_id = r.json()["id"]
+    job_id, h = await _job_of_three_attempts(client, tenant_a)
     worker = await make_worker(conn, tenant_a.project_id)
     for attempt in (1, 2):
         await conn.execute(
@@ -250,6 +257,55 @@ async def test_executions_and_logs_of_a_job_are_listed_in_order(
     )
     assert [line["fields"] for line in only_two.json()["items"]] == [{"n": 2}]
     error_of(await client.get(f"{base(tenant_a)}/jobs/424242/logs", headers=h), 404, "not_found")
+
+
+async def test_the_run_in_flight_is_listed_from_the_job_row_until_its_row_is_written(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    # A claim writes no execution row; the executions list and summary still show the run.
+    job_id, h = await _job_of_three_attempts(client, tenant_a)
+    url = f"{base(tenant_a)}/jobs/{job_id}/executions"
+    worker = await make_worker(conn, tenant_a.project_id)
+    first = await claim_one(conn, tenant_a.project_id, worker)
+    await transitions.fail(conn, first, "IOError", "disk full")
+    await conn.execute("UPDATE jobs SET status = 'queued', run_at = now() WHERE id = %s", (job_id,))
+    second = await claim_one(conn, tenant_a.project_id, worker)
+    assert await scalar(conn, "SELECT count(*) FROM job_executions") == 1
+
+    page1 = (await client.get(url, params={"limit": 1}, headers=h)).json()
+    assert [e["outcome"] for e in page1["items"]] == ["failed"]
+    page2 = (
+        await client.get(url, params={"limit": 1, "cursor": page1["next_cursor"]}, headers=h)
+    ).json()
+    (live,) = page2["items"]
+    assert page2["next_cursor"] is None
+    assert (live["execution_seq"], live["attempt"], live["worker_id"]) == (2, 2, worker)
+    assert (live["id"], live["outcome"], live["finished_at"], live["duration_ms"]) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert live["started_at"] is not None and live["attempt_charged"] is True
+    summary = (await client.get(f"{base(tenant_a)}/jobs/{job_id}", headers=h)).json()
+    assert summary["executions"] == {
+        "total": 2,
+        "open": 1,
+        "succeeded": 0,
+        "failed": 1,
+        "lease_lost": 0,
+        "released": 0,
+        "cancelled": 0,
+        "last_execution_seq": 2,
+    }
+
+    # The run ends: its row replaces the job row's view of it, once.
+    await transitions.complete_many(conn, [second])
+    rows = (await client.get(url, headers=h)).json()["items"]
+    assert [(e["execution_seq"], e["outcome"]) for e in rows] == [(1, "failed"), (2, "succeeded")]
+    assert rows[1]["id"] is not None and rows[1]["started_at"] == live["started_at"]
+    summary = (await client.get(f"{base(tenant_a)}/jobs/{job_id}", headers=h)).json()
+    assert (summary["executions"]["open"], summary["executions"]["total"]) == (0, 2)
 
 
 async def test_inputs_postgresql_cannot_store_are_422_never_500(

@@ -113,7 +113,9 @@ async def _seed(conn: Conn, tenant: Tenant) -> dict[str, int]:
         queue,
     )
     await conn.execute(
-        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)", (job,)
+        """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, started_at,
+                                       finished_at) VALUES (%s, 1, 1, 'succeeded', now(), now())""",
+        (job,),
     )
     await conn.execute(
         "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job,)

@@ -10,6 +10,7 @@ import pytest
 
 from jobyard.core import claim, dlq, enqueue, lease, transitions
 from jobyard.core.claim import queues_by_names
+from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import ExecutionOutcome, JobStatus
 from jobyard.domain.errors import IdempotencyConflict, LeaseLost, NotFound, ValidationFailed
@@ -232,3 +233,70 @@ async def test_dependencies_wait_for_parents(conn: Conn) -> None:
     assert await transitions.complete_many(conn, [job], [{"ok": True}]) == {job.id}
     status = await _scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", child.job["id"])
     assert status == "queued"
+
+
+async def _runs(conn: Conn, job_id: int) -> list[dict[str, Any]]:
+    cur = await conn.execute(
+        "SELECT execution_seq, attempt, worker_id, outcome::text, attempt_charged, started_at,"
+        " finished_at, duration_ms FROM job_executions WHERE job_id = %s ORDER BY execution_seq",
+        (job_id,),
+    )
+    return await cur.fetchall()
+
+
+@pytest.mark.parametrize(
+    "end", ["complete", "fail", "release", "release_unstarted", "cancel", "reap"]
+)
+async def test_a_run_is_carried_by_the_job_row_and_recorded_once_when_it_ends(
+    conn: Conn, end: str
+) -> None:
+    project, queue, worker = await _setup(conn)
+    await enqueue.enqueue(conn, project, JobCreate(handler="noop", max_attempts=5))
+    (job,) = await claim.claim_batch(conn, queue, worker, 1, lease_s=30)
+    if end != "release_unstarted":
+        await transitions.start_many(conn, [job])
+    # In flight: the job row describes the run; no execution row exists yet.
+    held = await (
+        await conn.execute(
+            "SELECT status::text, worker_id, execution_seq, attempt,"
+            " coalesce(started_at, claimed_at) AS started_at FROM jobs"
+        )
+    ).fetchone()
+    assert held is not None
+    assert (held["status"], held["worker_id"], held["execution_seq"], held["attempt"]) == (
+        "claimed" if end == "release_unstarted" else "running",
+        worker,
+        1,
+        1,
+    )
+    assert await _runs(conn, job.id) == []
+    if end == "complete":
+        assert await transitions.complete_many(conn, [job]) == {job.id}
+    elif end == "fail":
+        await transitions.fail(conn, job, "ValueError", "bad", rng=random.Random(0))
+    elif end.startswith("release"):
+        assert await transitions.release_many(conn, [job]) == {job.id}
+    elif end == "cancel":
+        assert await transitions.cancel(conn, project, job.id) is not None
+        assert await transitions.finish_cancelled(conn, job)
+    else:
+        await conn.execute("UPDATE jobs SET lock_expires_at = now() - interval '1 minute'")
+        assert (await reap_expired_leases(conn)).requeued == 1
+    outcome, charged = {
+        "complete": ("succeeded", True),
+        "fail": ("failed", True),
+        "release": ("released", False),
+        "release_unstarted": ("released", False),
+        "cancel": ("cancelled", True),
+        "reap": ("lease_lost", False),
+    }[end]
+    (row,) = await _runs(conn, job.id)
+    assert (row["execution_seq"], row["attempt"], row["worker_id"]) == (1, 1, worker)
+    assert (row["outcome"], row["attempt_charged"]) == (outcome, charged)
+    # started_at is the job's start of this run (its claim if it never started), even where
+    # the transition cleared it on the job row.
+    assert row["started_at"] == held["started_at"]
+    assert row["finished_at"] >= row["started_at"] and row["duration_ms"] >= 0
+    # A second end of the same run is fenced out and writes nothing.
+    assert await transitions.complete_many(conn, [job]) == set()
+    assert len(await _runs(conn, job.id)) == 1

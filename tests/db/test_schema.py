@@ -16,6 +16,10 @@ from jobyard.domain import enums
 from jobyard.domain.limits import MAX_PAYLOAD_BYTES
 from tests.factories import make_job, make_project, make_queue, make_worker
 
+# A finished run of (job_id, execution_seq, attempt), as the engine writes it when the run ends.
+_FINISHED_RUN = """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, started_at,
+                   finished_at) VALUES (%s, %s, %s, 'succeeded', now(), now())"""
+
 
 async def test_payload_over_64kb_is_rejected_by_the_database(conn: Conn) -> None:
     queue = await make_queue(conn)
@@ -35,7 +39,7 @@ async def test_deleting_a_worker_nulls_job_references_and_keeps_executions(conn:
     await conn.execute("UPDATE jobs SET worker_id = %s WHERE id = %s", (worker["id"], job["id"]))
     await conn.execute(
         """INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
-           finished_at) VALUES (%s, 1, 1, %s, 'succeeded', now())""",
+           started_at, finished_at) VALUES (%s, 1, 1, %s, 'succeeded', now(), now())""",
         (job["id"], worker["id"]),
     )
     await conn.execute("DELETE FROM workers WHERE id = %s", (worker["id"],))
@@ -55,10 +59,7 @@ async def test_deleting_a_project_cascades_to_everything_it_owns(conn: Conn) -> 
     project = await make_project(conn)
     queue = await make_queue(conn, project_id=project["id"])
     job = await make_job(conn, queue=queue)
-    await conn.execute(
-        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
-        (job["id"],),
-    )
+    await conn.execute(_FINISHED_RUN, (job["id"], 1, 1))
     await conn.execute(
         "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job["id"],)
     )
@@ -71,20 +72,43 @@ async def test_deleting_a_project_cascades_to_everything_it_owns(conn: Conn) -> 
 async def test_execution_seq_is_unique_per_job(conn: Conn) -> None:
     queue = await make_queue(conn)
     job = await make_job(conn, queue=queue)
-    await conn.execute(
-        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
-        (job["id"],),
-    )
+    await conn.execute(_FINISHED_RUN, (job["id"], 1, 1))
     with pytest.raises(psycopg.errors.UniqueViolation):
+        await conn.execute(_FINISHED_RUN, (job["id"], 1, 1))
+    # The same attempt number may repeat (a refunded run); the seq may not.
+    await conn.execute(_FINISHED_RUN, (job["id"], 2, 1))
+
+
+@pytest.mark.parametrize("column", ["outcome", "finished_at", "started_at"])
+async def test_an_execution_row_is_a_finished_run(conn: Conn, column: str) -> None:
+    # Rows are written once, when the run ends: one without its outcome or times is refused.
+    job = await make_job(conn, queue=await make_queue(conn))
+    values = {"outcome": "'succeeded'", "started_at": "now()", "finished_at": "now()"}
+    del values[column]
+    with pytest.raises(psycopg.errors.NotNullViolation) as caught:
         await conn.execute(
-            "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 1, 1)",
+            f"INSERT INTO job_executions (job_id, execution_seq, attempt, {', '.join(values)})"
+            f" VALUES (%s, 1, 1, {', '.join(values.values())})",
             (job["id"],),
         )
-    # The same attempt number may repeat (a refunded run); the seq may not.
+    assert caught.value.diag.column_name == column
+
+
+async def test_log_lines_hang_from_the_job_not_from_an_execution_row(conn: Conn) -> None:
+    # A run logs before its execution row exists; the line needs its job, and goes with it.
+    job = await make_job(conn, queue=await make_queue(conn))
     await conn.execute(
-        "INSERT INTO job_executions (job_id, execution_seq, attempt) VALUES (%s, 2, 1)",
-        (job["id"],),
+        "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'hi')", (job["id"],)
     )
+    with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+        await conn.execute(
+            "INSERT INTO job_logs (job_id, execution_seq, message) VALUES (%s, 1, 'x')",
+            (job["id"] + 1000,),
+        )
+    assert caught.value.diag.constraint_name == "job_logs_job_fkey"
+    await conn.execute("DELETE FROM jobs WHERE id = %s", (job["id"],))
+    cur = await conn.execute("SELECT count(*) AS n FROM job_logs")
+    assert await cur.fetchone() == {"n": 0}
 
 
 async def test_idempotency_key_is_unique_per_queue_only_when_set(conn: Conn) -> None:
@@ -192,8 +216,9 @@ async def test_claim_changes_at_most_n_rows(conn: Conn) -> None:
     assert len(await cur.fetchall()) == 7
     cur = await conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'claimed'")
     assert await cur.fetchone() == {"n": 7}
+    # The claimed jobs carry their runs; execution rows are written when the runs end.
     cur = await conn.execute("SELECT count(*) AS n FROM job_executions")
-    assert await cur.fetchone() == {"n": 7}
+    assert await cur.fetchone() == {"n": 0}
 
 
 def test_migrate_is_idempotent_and_reversible(db_url: str) -> None:

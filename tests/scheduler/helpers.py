@@ -38,7 +38,8 @@ async def make_held_job(
     lease_lost_count: int = 0,
     started_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """A job a worker holds (claimed/running) with its open execution row, as claim leaves it."""
+    """A job a worker holds (claimed/running), as claim leaves it: the job row carries the run
+    and no execution row exists until the run ends."""
     started = started_at or (lock_expires_at - timedelta(seconds=30))
     job = await one(
         conn,
@@ -56,11 +57,6 @@ async def make_held_job(
         lock_expires_at,
         started,
         started,
-    )
-    await conn.execute(
-        """INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, started_at)
-           VALUES (%s, %s, %s, %s, %s)""",
-        (job["id"], job["execution_seq"], attempt, worker["id"], started),
     )
     return job
 

@@ -52,8 +52,9 @@ async def test_old_finished_jobs_go_with_their_executions_and_logs(conn: Conn) -
     recent = await add_finished(conn, queue, 4, status="done", finished_days_ago=6)
     for job_id in old_done + recent:
         await conn.execute(
-            """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, finished_at)
-               VALUES (%s, 1, 1, 'succeeded', now())""",
+            """INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, started_at,
+                                           finished_at)
+               VALUES (%s, 1, 1, 'succeeded', now(), now())""",
             (job_id,),
         )
         await conn.execute(

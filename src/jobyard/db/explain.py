@@ -668,7 +668,7 @@ def render_markdown(report: ExplainReport) -> str:
         "index configuration is applied inside that transaction too.",
         "",
         "- **select**: the picking SELECT alone (the `picked` CTE: find, order, lock, limit).",
-        "- **statement**: planning + execution of the whole claim (pick, update, open executions).",
+        "- **statement**: planning + execution of the whole claim (pick, then update the jobs).",
         "- **rows read**: tuples the picking SELECT's table scans touched (returned + filtered).",
         "- **buffers**: shared blocks the picking SELECT hit in cache / read from disk.",
         "",

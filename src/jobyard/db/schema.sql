@@ -206,18 +206,17 @@ CREATE TABLE public.job_executions (
     execution_seq integer NOT NULL,
     attempt integer NOT NULL,
     worker_id bigint,
-    outcome public.execution_outcome,
+    outcome public.execution_outcome NOT NULL,
     attempt_charged boolean DEFAULT true NOT NULL,
-    started_at timestamp with time zone DEFAULT now() NOT NULL,
-    finished_at timestamp with time zone,
+    started_at timestamp with time zone NOT NULL,
+    finished_at timestamp with time zone NOT NULL,
     duration_ms integer,
     error text,
     error_fingerprint text,
     CONSTRAINT job_executions_attempt_check CHECK ((attempt >= 1)),
     CONSTRAINT job_executions_duration_ms_check CHECK (((duration_ms IS NULL) OR (duration_ms >= 0))),
     CONSTRAINT job_executions_error_check CHECK (((error IS NULL) OR (length(error) <= 8000))),
-    CONSTRAINT job_executions_execution_seq_check CHECK ((execution_seq >= 1)),
-    CONSTRAINT job_executions_outcome_iff_finished CHECK (((outcome IS NULL) = (finished_at IS NULL)))
+    CONSTRAINT job_executions_execution_seq_check CHECK ((execution_seq >= 1))
 );
 
 ALTER TABLE public.job_executions ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
@@ -721,7 +720,7 @@ ALTER TABLE ONLY public.job_executions
     ADD CONSTRAINT job_executions_worker_id_fkey FOREIGN KEY (worker_id) REFERENCES public.workers(id) ON DELETE SET NULL;
 
 ALTER TABLE ONLY public.job_logs
-    ADD CONSTRAINT job_logs_execution_fk FOREIGN KEY (job_id, execution_seq) REFERENCES public.job_executions(job_id, execution_seq) ON DELETE CASCADE;
+    ADD CONSTRAINT job_logs_job_fkey FOREIGN KEY (job_id) REFERENCES public.jobs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.jobs
     ADD CONSTRAINT jobs_queue_fkey FOREIGN KEY (queue_id, project_id) REFERENCES public.queues(id, project_id) ON DELETE CASCADE;

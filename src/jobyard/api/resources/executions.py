@@ -18,7 +18,9 @@ from jobyard.domain.ids import JobId
 
 
 class ExecutionPublic(BaseModel):
-    id: int
+    id: int | None = Field(
+        description="null for the run in flight: its row is written when the run ends."
+    )
     execution_seq: int
     attempt: int
     attempt_charged: bool

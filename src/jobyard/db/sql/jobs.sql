@@ -95,7 +95,9 @@ FROM inserted
 SELECT * FROM jobs WHERE id = %(job_id)s AND project_id = %(project_id)s
 
 -- name: job_claim_batch
--- Claim up to n queued jobs from one unpaused queue; open an execution row for each.
+-- Claim up to n queued jobs from one unpaused queue. The job row describes the run in flight
+-- (worker_id, execution_seq, attempt, claimed_at/started_at, lease); its job_executions row is
+-- written once, by the statement that ends the run (docs/DATABASE.md).
 -- With start, they go on to running in the same statement (a worker claims only what it runs).
 -- explain: {"n": 10, "lease_s": 30.0, "start": true}
 WITH picked AS MATERIALIZED (
@@ -127,10 +129,6 @@ WITH picked AS MATERIALIZED (
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id
-), opened AS (
-    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, started_at)
-    SELECT c.id, c.execution_seq, c.attempt, c.worker_id, coalesce(%(now)s, now())
-    FROM claimed c
 )
 SELECT * FROM claimed
 
@@ -161,7 +159,7 @@ WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
 RETURNING j.id
 
 -- name: job_complete_many
--- running → done for jobs this worker still holds; closes their executions and frees children.
+-- running → done for jobs this worker still holds; records their finished runs and frees children.
 -- explain: {"ids": ["$job_id"], "seqs": [1], "results": [{}]}
 WITH finished AS (
     UPDATE jobs j
@@ -170,13 +168,16 @@ WITH finished AS (
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
       AND j.status = 'running'
-    RETURNING j.id, j.execution_seq
-), closed AS (
-    UPDATE job_executions e
-    SET outcome = 'succeeded', finished_at = coalesce(%(now)s, now()),
-        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at
+), recorded AS (
+    -- The run's one row, written now that its outcome is known (only for rows the fenced
+    -- UPDATE changed): an INSERT instead of the claim's insert plus an UPDATE here.
+    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,
+                                finished_at, duration_ms)
+    SELECT f.id, f.execution_seq, f.attempt, f.worker_id, 'succeeded', f.started_at,
+           coalesce(%(now)s, now()),
+           greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - f.started_at) * 1000)::int)
     FROM finished f
-    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
 ), released_children AS (
     -- A waiting child becomes queued once none of its parents is unfinished. Found from the
     -- finished parents' edges, so no scan for waiting jobs runs when nothing depends on them.
@@ -206,10 +207,17 @@ WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)
   AND j.status IN ('claimed', 'running')
 
 -- name: job_fail
--- running → scheduled (retry at run_at) or dead_letter, fenced; closes the execution; copies a
--- dead letter when the attempts are exhausted.
+-- running → scheduled (retry at run_at) or dead_letter, fenced; records the finished run; copies
+-- a dead letter when the attempts are exhausted.
 -- explain: {"id": "$job_id", "seq": 1, "next_status": "scheduled", "delay_s": 5.0, "error": "boom", "fingerprint": "f0", "outcome": "failed", "dlq_reason": "exhausted"}
-WITH failed AS (
+WITH held AS MATERIALIZED (
+    -- The run's start, read before the UPDATE clears it; locked, so it is the newest version.
+    SELECT j.id, j.worker_id, coalesce(j.started_at, j.claimed_at) AS started_at
+    FROM jobs j
+    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    FOR UPDATE
+), failed AS (
     UPDATE jobs j
     SET status = %(next_status)s::job_status,
         run_at = CASE WHEN %(next_status)s = 'scheduled'
@@ -219,16 +227,18 @@ WITH failed AS (
         lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         finished_at = CASE WHEN %(next_status)s = 'dead_letter' THEN coalesce(%(now)s, now()) END,
         updated_at = coalesce(%(now)s, now())
-    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+    FROM held h
+    WHERE j.id = h.id AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
       AND j.status IN ('claimed', 'running')
-    RETURNING j.*
-), closed AS (
-    UPDATE job_executions e
-    SET outcome = %(outcome)s::execution_outcome, finished_at = coalesce(%(now)s, now()),
-        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int),
-        error = %(error)s, error_fingerprint = %(fingerprint)s
+    RETURNING j.*, h.worker_id AS run_worker_id, h.started_at AS run_started_at
+), recorded AS (
+    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,
+                                finished_at, duration_ms, error, error_fingerprint)
+    SELECT f.id, f.execution_seq, f.attempt, f.run_worker_id, %(outcome)s::execution_outcome,
+           f.run_started_at, coalesce(%(now)s, now()),
+           greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - f.run_started_at) * 1000)::int),
+           %(error)s, %(fingerprint)s
     FROM failed f
-    WHERE e.job_id = f.id AND e.execution_seq = f.execution_seq
 ), lettered AS (
     INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, priority, reason,
                                   error, error_fingerprint, attempts)
@@ -243,21 +253,29 @@ FROM failed f
 -- name: job_release_many
 -- Give jobs back without charging the attempt (graceful drain): → queued, execution 'released'.
 -- explain: {"ids": ["$job_id"], "seqs": [1]}
-WITH released AS (
+WITH held AS MATERIALIZED (
+    -- The run (attempt, start) as it was, read before the UPDATE refunds and clears it.
+    SELECT j.id, j.execution_seq, j.attempt, coalesce(j.started_at, j.claimed_at) AS started_at
+    FROM jobs j, unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+      AND j.status IN ('claimed', 'running')
+    FOR UPDATE OF j
+), released AS (
     UPDATE jobs j
     SET status = 'queued', attempt = greatest(0, j.attempt - 1), worker_id = NULL,
         lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         updated_at = coalesce(%(now)s, now())
-    FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+    FROM held h
+    WHERE j.id = h.id AND j.execution_seq = h.execution_seq AND j.worker_id = %(worker_id)s
       AND j.status IN ('claimed', 'running')
-    RETURNING j.id, j.execution_seq, j.queue_id
-), closed AS (
-    UPDATE job_executions e
-    SET outcome = 'released', attempt_charged = false, finished_at = coalesce(%(now)s, now()),
-        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    RETURNING j.id, j.execution_seq, j.queue_id, h.attempt, h.started_at
+), recorded AS (
+    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
+                                attempt_charged, started_at, finished_at, duration_ms)
+    SELECT r.id, r.execution_seq, r.attempt, %(worker_id)s, 'released', false, r.started_at,
+           coalesce(%(now)s, now()),
+           greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - r.started_at) * 1000)::int)
     FROM released r
-    WHERE e.job_id = r.id AND e.execution_seq = r.execution_seq
 )
 SELECT r.id, (SELECT count(pg_notify('jobyard_jobs', d.queue_id::text))
               FROM (SELECT DISTINCT queue_id FROM released) d) AS notified
@@ -287,7 +305,7 @@ SELECT requested.*, (SELECT count(pg_notify('jobyard_cancel', r.id::text || ':' 
 FROM requested
 
 -- name: job_finish_cancelled
--- The worker stopped a job whose cancel was requested: → cancelled, execution 'cancelled'.
+-- The worker stopped a job whose cancel was requested: → cancelled, run recorded 'cancelled'.
 -- explain: {"id": "$job_id", "seq": 1}
 WITH cancelled AS (
     UPDATE jobs j
@@ -295,13 +313,15 @@ WITH cancelled AS (
         updated_at = coalesce(%(now)s, now())
     WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
       AND j.status IN ('claimed', 'running')
-    RETURNING j.id, j.execution_seq
-), closed AS (
-    UPDATE job_executions e
-    SET outcome = 'cancelled', finished_at = coalesce(%(now)s, now()),
-        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int)
+    RETURNING j.id, j.execution_seq, j.attempt, j.worker_id,
+              coalesce(j.started_at, j.claimed_at) AS started_at
+), recorded AS (
+    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,
+                                finished_at, duration_ms)
+    SELECT c.id, c.execution_seq, c.attempt, c.worker_id, 'cancelled', c.started_at,
+           coalesce(%(now)s, now()),
+           greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - c.started_at) * 1000)::int)
     FROM cancelled c
-    WHERE e.job_id = c.id AND e.execution_seq = c.execution_seq
 )
 SELECT id FROM cancelled
 

@@ -35,7 +35,10 @@ WITH expired AS MATERIALIZED (
     -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
     -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
     -- a lease extended after our snapshot is not taken.
-    SELECT j.id, j.worker_id, j.execution_seq,
+    -- The run's attempt, worker and start are read here, on the locked row, because the
+    -- UPDATE below clears them and the run's job_executions row is written after it.
+    SELECT j.id, j.worker_id, j.execution_seq, j.attempt,
+           coalesce(j.started_at, j.claimed_at) AS started_at,
            (j.lease_lost_count + 1 >= %(poison_threshold)s
             AND j.cancel_requested_at IS NULL) AS poison,
            (j.cancel_requested_at IS NOT NULL) AS cancelled,
@@ -73,16 +76,18 @@ WITH expired AS MATERIALIZED (
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.status,
               j.attempt, j.execution_seq, j.last_error, j.error_fingerprint,
-              x.worker_id AS lost_worker_id, x.poison, x.cancelled, x.worker_dead
-), closed AS (
-    UPDATE job_executions e
-    SET outcome = 'lease_lost', attempt_charged = r.poison,
-        finished_at = coalesce(%(now)s, now()),
-        duration_ms = greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - e.started_at) * 1000)::int),
-        error = CASE WHEN r.worker_dead THEN 'worker declared dead (no heartbeat)'
-                     ELSE 'lease expired (no heartbeat)' END
+              x.worker_id AS lost_worker_id, x.attempt AS run_attempt,
+              x.started_at AS run_started_at, x.poison, x.cancelled, x.worker_dead
+), recorded AS (
+    -- The lost run's one row; its attempt is the one the run was charged (before the refund).
+    INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
+                                attempt_charged, started_at, finished_at, duration_ms, error)
+    SELECT r.id, r.execution_seq, r.run_attempt, r.lost_worker_id, 'lease_lost', r.poison,
+           r.run_started_at, coalesce(%(now)s, now()),
+           greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - r.run_started_at) * 1000)::int),
+           CASE WHEN r.worker_dead THEN 'worker declared dead (no heartbeat)'
+                ELSE 'lease expired (no heartbeat)' END
     FROM reaped r
-    WHERE e.job_id = r.id AND e.execution_seq = r.execution_seq AND e.outcome IS NULL
 ), lettered AS (
     INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, priority, reason,
                                   error, error_fingerprint, attempts, dead_lettered_at)

@@ -62,29 +62,53 @@ JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 
 -- name: read_job_execution_summary
--- Per-job execution counts by outcome (the summary shown with a job).
+-- Per-job execution counts by outcome (the summary shown with a job); a held job's run in
+-- flight has no job_executions row yet and is counted from the job row as open.
+-- explain: {}
+WITH job AS (
+    SELECT j.id, j.status, j.execution_seq FROM jobs j
+    WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
+), runs AS (
+    SELECT e.outcome, e.execution_seq FROM job_executions e JOIN job ON e.job_id = job.id
+    UNION ALL
+    SELECT NULL::execution_outcome, job.execution_seq FROM job
+    WHERE job.status IN ('claimed', 'running')
+)
 SELECT count(*) AS total,
-       count(*) FILTER (WHERE e.outcome IS NULL) AS open,
-       count(*) FILTER (WHERE e.outcome = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE e.outcome IN ('failed', 'timed_out')) AS failed,
-       count(*) FILTER (WHERE e.outcome = 'lease_lost') AS lease_lost,
-       count(*) FILTER (WHERE e.outcome = 'released') AS released,
-       count(*) FILTER (WHERE e.outcome = 'cancelled') AS cancelled,
-       max(e.execution_seq) AS last_execution_seq
-FROM job_executions e
-JOIN jobs j ON j.id = e.job_id
-WHERE j.project_id = %(project_id)s AND e.job_id = %(job_id)s
+       count(*) FILTER (WHERE r.outcome IS NULL) AS open,
+       count(*) FILTER (WHERE r.outcome = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE r.outcome IN ('failed', 'timed_out')) AS failed,
+       count(*) FILTER (WHERE r.outcome = 'lease_lost') AS lease_lost,
+       count(*) FILTER (WHERE r.outcome = 'released') AS released,
+       count(*) FILTER (WHERE r.outcome = 'cancelled') AS cancelled,
+       max(r.execution_seq) AS last_execution_seq
+FROM runs r
 
 -- name: read_job_executions_page
--- Runs of one job in order, keyset on execution_seq (the identity of a run).
+-- Runs of one job in order, keyset on execution_seq (the identity of a run). Finished runs
+-- come from job_executions; the run in flight of a held job from the job row (outcome,
+-- finished_at and id NULL: its row is written when it ends).
 -- explain: {"after_seq": null, "limit": 51}
-SELECT e.id, e.job_id, e.execution_seq, e.attempt, e.worker_id, e.outcome, e.attempt_charged,
-       e.started_at, e.finished_at, e.duration_ms, e.error, e.error_fingerprint
-FROM job_executions e
-JOIN jobs j ON j.id = e.job_id
-WHERE j.project_id = %(project_id)s AND e.job_id = %(job_id)s
-  AND (%(after_seq)s::int IS NULL OR e.execution_seq > %(after_seq)s::int)
-ORDER BY e.execution_seq
+WITH job AS (
+    SELECT j.id, j.status, j.execution_seq, j.attempt, j.worker_id,
+           coalesce(j.started_at, j.claimed_at) AS started_at
+    FROM jobs j
+    WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
+)
+SELECT r.* FROM (
+    SELECT e.id, e.job_id, e.execution_seq, e.attempt, e.worker_id, e.outcome, e.attempt_charged,
+           e.started_at, e.finished_at, e.duration_ms, e.error, e.error_fingerprint
+    FROM job_executions e JOIN job ON e.job_id = job.id
+    WHERE (%(after_seq)s::int IS NULL OR e.execution_seq > %(after_seq)s::int)
+    UNION ALL
+    SELECT NULL::bigint, job.id, job.execution_seq, job.attempt, job.worker_id,
+           NULL::execution_outcome, true, job.started_at, NULL::timestamptz, NULL::int,
+           NULL::text, NULL::text
+    FROM job
+    WHERE job.status IN ('claimed', 'running')
+      AND (%(after_seq)s::int IS NULL OR job.execution_seq > %(after_seq)s::int)
+) r
+ORDER BY r.execution_seq
 LIMIT %(limit)s
 
 -- name: read_job_logs_page

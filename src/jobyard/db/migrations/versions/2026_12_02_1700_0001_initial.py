@@ -350,23 +350,23 @@ CREATE TABLE job_dependencies (
 );
 CREATE INDEX job_dependencies_parent_idx ON job_dependencies (depends_on_job_id);
 
--- One row per physical run. UNIQUE (job_id, execution_seq) rather than (job_id, attempt):
--- a refunded attempt reuses its number, an execution never does.
+-- One row per physical run, written once when the run ends (the run in flight is described by
+-- its jobs row). UNIQUE (job_id, execution_seq) rather than (job_id, attempt): a refunded
+-- attempt reuses its number, an execution never does.
 CREATE TABLE job_executions (
     id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     job_id             bigint NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     execution_seq      integer NOT NULL CHECK (execution_seq >= 1),
     attempt            integer NOT NULL CHECK (attempt >= 1),
     worker_id          bigint REFERENCES workers (id) ON DELETE SET NULL,
-    outcome            execution_outcome,
+    outcome            execution_outcome NOT NULL,
     attempt_charged    boolean NOT NULL DEFAULT true,
-    started_at         timestamptz NOT NULL DEFAULT now(),
-    finished_at        timestamptz,
+    started_at         timestamptz NOT NULL,
+    finished_at        timestamptz NOT NULL,
     duration_ms        integer CHECK (duration_ms IS NULL OR duration_ms >= 0),
     error              text CHECK (error IS NULL OR length(error) <= 8000),
     error_fingerprint  text,
-    CONSTRAINT job_executions_job_seq_key UNIQUE (job_id, execution_seq),
-    CONSTRAINT job_executions_outcome_iff_finished CHECK ((outcome IS NULL) = (finished_at IS NULL))
+    CONSTRAINT job_executions_job_seq_key UNIQUE (job_id, execution_seq)
 );
 CREATE INDEX job_executions_worker_idx ON job_executions (worker_id) WHERE worker_id IS NOT NULL;
 
@@ -378,9 +378,11 @@ CREATE TABLE job_logs (
     message        text NOT NULL CHECK (length(message) <= 8000),
     fields         jsonb NOT NULL DEFAULT '{}'::jsonb CHECK (octet_length(fields::text) <= 16384),
     created_at     timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT job_logs_execution_fk FOREIGN KEY (job_id, execution_seq)
-        REFERENCES job_executions (job_id, execution_seq) ON DELETE CASCADE
+    -- Lines are written during a run, before its job_executions row exists, so they hang from
+    -- the job; execution_seq says which run (job_log_append fences it on the held job row).
+    CONSTRAINT job_logs_job_fkey FOREIGN KEY (job_id) REFERENCES jobs (id) ON DELETE CASCADE
 );
+-- Serves the log pages (job_id, keyset on id) and the cascade from jobs.
 CREATE INDEX job_logs_job_idx ON job_logs (job_id, id);
 
 -- Dead letters copy what they need so they outlive the job row (retention may prune it).
