@@ -336,7 +336,7 @@ def worker_cmd(
     ] = "default",
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-c", min=1, max=1000, help="Jobs run at once."),
+        typer.Option("--concurrency", "-c", min=1, max=1000, help="Handlers run at once."),
     ] = None,
     app_ref: Annotated[
         str | None,

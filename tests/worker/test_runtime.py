@@ -11,7 +11,7 @@ import pytest
 
 from jobyard.core import claim, maintenance, transitions
 from jobyard.core.enqueue import enqueue_batch
-from jobyard.db.pool import Conn
+from jobyard.db.pool import Conn, connect
 from jobyard.domain.errors import LeaseLost
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.schemas import BatchCreate, BatchItem
@@ -306,6 +306,53 @@ async def test_successes_are_recorded_in_batches(db_url: str, conn: Conn) -> Non
         statements = worker._completer.statements
     print(f"\n{n + 1} noop jobs in {elapsed:.2f} s with {statements} complete statements")
     assert statements <= (n + 1) / 2
+
+
+async def test_a_success_awaiting_its_record_frees_its_handler_slot_up_to_concurrency_more(
+    db_url: str, conn: Conn
+) -> None:
+    """The next claim overlaps the completion statement, but a database that cannot record
+    completions still stops the worker claiming: at most 2 x concurrency runs held."""
+    app = App(project=PROJECT, database_url=db_url)
+    await app.defer("noop")  # creates project and queue
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    concurrency, n = 5, 30
+    await enqueue_batch(
+        conn, project, BatchCreate(queue="default", jobs=[BatchItem(handler="noop")] * (n - 1))
+    )
+    blocker = await connect(db_url)
+    # Completions write job_executions; a SHARE lock blocks them and nothing a claim does.
+    await blocker.execute("LOCK TABLE job_executions IN SHARE MODE")
+    held = "SELECT count(*) FROM jobs WHERE status = 'running'"
+    try:
+        async with running_worker(db_url, app, concurrency=concurrency) as worker:
+            try:
+                # Settles once claiming stops; then wait a while longer for any further claim.
+                seen = await _settled_count(conn, held, quiet_s=0.5, timeout_s=20)
+                recording = worker._recording
+                done = int(await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'"))
+            finally:
+                await blocker.rollback()  # never leave the drain below waiting on the lock
+            assert (seen, recording, done) == (2 * concurrency, 2 * concurrency, 0)
+            await eventually(lambda: _count_done(conn, n), timeout=30, interval=0.1)
+    finally:
+        await blocker.close()
+    assert int(await scalar(conn, "SELECT count(*) FROM job_executions")) == n
+    assert worker.outcomes == {"succeeded": n}
+
+
+async def _settled_count(conn: Conn, query: str, *, quiet_s: float, timeout_s: float) -> int:
+    """The query's count once it is non-zero and has not changed for `quiet_s`."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now_count = int(await scalar(conn, query))
+        if now_count != last:
+            last, since = now_count, time.monotonic()
+        elif last > 0 and time.monotonic() - since >= quiet_s:
+            return last
+        await asyncio.sleep(0.05)
+    return last
 
 
 async def _count_done(conn: Conn, n: int) -> bool:

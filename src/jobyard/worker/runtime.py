@@ -120,6 +120,11 @@ class Worker:
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
         self._saturated = False
+        # Runs whose handler succeeded and whose completion waits in the completer. They hold
+        # no handler slot, so the next claim overlaps their completion statement instead of
+        # waiting a round trip for it. At most `concurrency` such runs are held on top of the
+        # running handlers, so a slow database still throttles claiming.
+        self._recording = 0
         self._pool: Pool | None = None
         self._completer: Completer | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -170,9 +175,7 @@ class Worker:
         )
         try:
             await self._with_retry("register", self._register)
-            self._completer = Completer(
-                self._pool, others_running=lambda pending: len(self.running) > pending
-            )
+            self._completer = Completer(self._pool, others_running=self._handlers_busy)
             for coro in (self._completer.run(), self._heartbeat_loop(), self._listen_loop()):
                 self._background.append(asyncio.create_task(coro))
             log.info(
@@ -267,9 +270,20 @@ class Worker:
                 log.exception("claim round failed")
                 await backoff.wait(RuntimeError("claim round failed"))
 
+    def _handlers_busy(self, _pending: int) -> bool:
+        """Whether a handler is still running (and may soon add a success to the batch)."""
+        return len(self.running) > self._recording
+
+    def _free_slots(self) -> int:
+        # Handler slots free, and at most `concurrency` more runs held awaiting their record.
+        working = len(self.running) - self._recording
+        return min(
+            self.config.concurrency - working, 2 * self.config.concurrency - len(self.running)
+        )
+
     async def _claim_round(self) -> None:
         assert self._pool is not None
-        free = self.config.concurrency - len(self.running)
+        free = self._free_slots()
         if free <= 0:
             self._saturated = True
             return
@@ -398,8 +412,12 @@ class Worker:
             return
         assert self._completer is not None
         self._completer.submit(r.job, result, functools.partial(self._on_completed, r))
+        self._recording += 1
+        if self._saturated and not self._drain_requested.is_set():
+            self._wake.set()
 
     def _on_completed(self, r: Running, landed: bool | Exception) -> None:
+        self._recording -= 1
         if isinstance(landed, Exception):
             r.context.run(
                 log.error, "completion not recorded", error=type(landed).__name__, exc_info=landed
