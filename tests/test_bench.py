@@ -173,3 +173,92 @@ def test_bench_reference_flag_feeds_the_report_and_leaves_the_json_alone(
     assert "| PgQueuer 1.6.0 | vs PgQueuer |" in text
     assert "| 500 | 2.00× |" in text
     assert "measured on this machine at 2026-12-03 01:02 UTC by `make bench-peers`" in text
+
+
+def _peer_script(tmp_path: Path) -> str:
+    """A stand-in peer benchmark: prints a `make bench-peers` object whose rates grow by 100
+    per run (a counter file), the way run.sh prints PgQueuer's; the command line for it."""
+    peer = _peer_file(tmp_path)
+    script = tmp_path / "peer.py"
+    script.write_text(
+        "import json, pathlib, sys\n"
+        f"counter = pathlib.Path({str(tmp_path / 'count')!r})\n"
+        "n = int(counter.read_text()) if counter.exists() else 0\n"
+        "counter.write_text(str(n + 1))\n"
+        f"data = json.loads(pathlib.Path({str(peer)!r}).read_text())\n"
+        "data['enqueue_single_per_s'] = 400.0 + 100 * n\n"
+        "print('progress goes to stderr', file=sys.stderr)\n"
+        "print(json.dumps(data))\n",
+        "utf-8",
+    )
+    return f"{sys.executable} {script}"
+
+
+def test_a_peer_command_runs_before_each_round_and_its_median_is_the_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rounds: list[str] = []
+
+    def fake_run_bench(*args: object) -> Report:
+        before_run = args[4]
+        assert callable(before_run)
+        for _ in range(3):
+            before_run()
+            rounds.append((tmp_path / "count").read_text())
+        return _report()
+
+    monkeypatch.setattr(harness, "run_bench", fake_run_bench)
+    monkeypatch.setattr(reference, "machine_info", lambda: MACHINE)
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    target = tmp_path / "BENCHMARKS.md"
+    command = _peer_script(tmp_path)
+    done = cli.invoke(app, ["bench", "--output", str(target), "--peer-command", command])
+    assert done.exit_code == 0, done.output
+    assert rounds == ["1", "2", "3"]  # the peer ran once before each of jobyard's rounds
+    text = " ".join(target.read_text(encoding="utf-8").split())
+    # Single enqueue: peer runs 400, 500, 600 → median 500 → ours 1,000 is 2.00×.
+    assert (
+        "single enqueue, 1 connection (key) | **1,000** /s (1,000–1,000) | ≥ 2,500 | **no** | 0.40× | 500 | 2.00× |"
+        in text
+    )
+    assert f"measured on this machine by `{command}`, one run just before each of jobyard's" in text
+    assert "median of 3 runs" in text
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (f"{sys.executable} -c 'import sys; sys.exit(3)'", "failed (exit 3)"),
+        (f"{sys.executable} -c 'print(42)'", "is not a JSON object"),
+        ("/nonexistent/peer-bench", "cannot run the peer command"),
+    ],
+)
+def test_a_failing_peer_command_is_a_clear_cli_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, message: str
+) -> None:
+    def fake_run_bench(*args: object) -> Report:
+        before_run = args[4]
+        assert callable(before_run)
+        before_run()
+        return _report()
+
+    monkeypatch.setattr(harness, "run_bench", fake_run_bench)
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    target = tmp_path / "BENCHMARKS.md"
+    done = cli.invoke(app, ["bench", "--output", str(target), "--peer-command", command])
+    text = " ".join(done.output.split())
+    assert done.exit_code == 2, text
+    assert isinstance(done.exception, SystemExit)
+    assert "Traceback" not in text
+    assert message in text
+    assert "hint: run `" in text
+    assert not target.exists()  # nothing half-measured is written
+
+
+def test_reference_and_peer_command_together_are_refused(tmp_path: Path) -> None:
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    args = ["bench", "--reference", str(_peer_file(tmp_path)), "--peer-command", "true"]
+    done = cli.invoke(app, args)
+    text = " ".join(done.output.split())
+    assert done.exit_code == 2, text
+    assert "--reference and --peer-command both name the PgQueuer column" in text

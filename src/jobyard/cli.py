@@ -503,6 +503,16 @@ def bench_cmd(
             "default: the figures quoted in the issue.",
         ),
     ] = None,
+    peer_command: Annotated[
+        str | None,
+        typer.Option(
+            "--peer-command",
+            help="Run this peer benchmark (it prints one JSON object like `make bench-peers` "
+            "writes) once before each of jobyard's runs, and compare against the median of its "
+            "runs: both meet the same load of a shared host. `make bench` passes "
+            "'benchmarks/peers/pgqueuer/run.sh --runs 1'.",
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
@@ -511,18 +521,27 @@ def bench_cmd(
     settings = load_settings(data_dir=data_dir)
     # Checked before minutes of benchmarking, not after.
     peer = reference.QUOTED
-    if reference_file is not None:
-        try:
+    interleaved: reference.PeerCommand | None = None
+    try:
+        if reference_file is not None and peer_command is not None:
+            raise reference.ReferenceFileError(
+                "--reference and --peer-command both name the PgQueuer column",
+                "use one: --peer-command measures it now, --reference reads an earlier result",
+            )
+        if reference_file is not None:
             peer = reference.load(reference_file)
-        except reference.ReferenceFileError as exc:
-            raise fail(exc.message, exc.hint) from None
+        if peer_command is not None:
+            interleaved = reference.PeerCommand(peer_command)
+    except reference.ReferenceFileError as exc:
+        raise fail(exc.message, exc.hint) from None
+    before_run = interleaved.run_once if interleaved is not None else None
     # A dedicated embedded server with PostgreSQL's durable defaults, apart from the demo's.
     admin_url = settings.database_url or embedded.start(settings.data_dir / "bench-pgdata")
     sizes = harness.QUICK if quick else harness.FULL
     target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
     try:
         if as_json:
-            result = harness.run_bench(admin_url, sizes, runs or 1, lambda _: None)
+            result = harness.run_bench(admin_url, sizes, runs or 1, lambda _: None, before_run)
         else:
             with err.status("benchmarking…") as status:
 
@@ -530,7 +549,13 @@ def bench_cmd(
                     status.update(message + "…")
                     err.print(f"[dim]·[/] {message}")
 
-                result = harness.run_bench(admin_url, sizes, runs or (1 if quick else 3), progress)
+                result = harness.run_bench(
+                    admin_url, sizes, runs or (1 if quick else 3), progress, before_run
+                )
+        if interleaved is not None:
+            peer = interleaved.reference()
+    except reference.ReferenceFileError as exc:
+        raise fail(exc.message, exc.hint) from None
     except JobyardError as exc:
         raise fail(exc.message) from None
     except CONNECTION_ERRORS as exc:

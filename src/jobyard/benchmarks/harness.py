@@ -153,16 +153,33 @@ def scenarios_for(sizes: Sizes) -> list[tuple[str, Scenario]]:
     ]
 
 
-def run_bench(admin_url: str, sizes: Sizes, runs: int, progress: Progress) -> Report:
-    """Run every scenario `runs` times, each in a fresh clone of the migrated template."""
-    return asyncio.run(_run_bench(admin_url, sizes, runs, progress))
+def run_bench(
+    admin_url: str,
+    sizes: Sizes,
+    runs: int,
+    progress: Progress,
+    before_run: Callable[[], None] | None = None,
+) -> Report:
+    """Run every scenario `runs` times, each in a fresh clone of the migrated template;
+    `before_run` (a peer's benchmark, when interleaving) runs before each round."""
+    return asyncio.run(_run_bench(admin_url, sizes, runs, progress, before_run))
 
 
-async def _run_bench(admin_url: str, sizes: Sizes, runs: int, progress: Progress) -> Report:
+async def _run_bench(
+    admin_url: str,
+    sizes: Sizes,
+    runs: int,
+    progress: Progress,
+    before_run: Callable[[], None] | None,
+) -> Report:
     report = Report(sizes=sizes, machine=machine_info(), server=await server_info(admin_url))
     template = testing.ensure_template(admin_url)
     plan = scenarios_for(sizes)
     for n in range(1, runs + 1):
+        if before_run is not None:
+            progress(f"run {n}/{runs}: the peer's benchmark")
+            # Off the event loop: it is minutes of another program's work.
+            await asyncio.to_thread(before_run)
         numbers: dict[str, float] = {}
         for title, scenario in plan:
             progress(f"run {n}/{runs}: {title}")

@@ -1,14 +1,19 @@
 """The PgQueuer column of `jobyard bench`: the issue's figures, or PgQueuer measured here.
 
-Without `--reference` the column holds the figures the issue quotes for PgQueuer 1.6, measured
-on another machine. `jobyard bench --reference FILE` takes them from the JSON object that
+Without a peer the column holds the figures the issue quotes for PgQueuer 1.6, measured on
+another machine. `jobyard bench --reference FILE` takes them from the JSON object that
 `make bench-peers` writes to .jobyard/peers/pgqueuer.json (benchmarks/peers/README.md): PgQueuer
 measured on this machine by the same scenarios, so the ratios compare queues, not machines.
+`jobyard bench --peer-command CMD` (what `make bench` uses) runs the peer's benchmark once just
+before each of its own runs, so a shared host's slow minutes fall on both alike.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import statistics
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +30,8 @@ SAME_MACHINE_KEYS: Final = ("cpu", "cores", "memory_gib", "os")
 # Where the peer file comes from.
 PEER_COMMAND: Final = "make bench-peers"
 DEFAULT_PATH: Final = ".jobyard/peers/pgqueuer.json"
+# What `make bench` passes as --peer-command.
+INTERLEAVED_EXAMPLE: Final = "benchmarks/peers/pgqueuer/run.sh --runs 1"
 
 
 @dataclass(frozen=True)
@@ -74,31 +81,57 @@ def load(path: Path, *, machine: Mapping[str, Any] | None = None) -> Reference:
         raise ReferenceFileError(
             f"the reference file {path} is not JSON ({exc})", regenerate
         ) from None
+    result = parse(data, f"the reference file {path}", regenerate, machine=machine)
+    median = f", median of {result.runs} runs" if result.runs > 1 else ""
+    source = (
+        f"measured {result.where} at {result.when} by `{PEER_COMMAND}` ({result.label}{median}; "
+        f"benchmarks/peers/README.md), read from {path}"
+    )
+    if result.quick:
+        source += "; a `--quick` smoke run with tiny sizes, not a measurement"
+    return Reference(label=result.label, numbers=result.numbers, source=source)
+
+
+@dataclass(frozen=True)
+class PeerResult:
+    """One checked peer measurement (a `make bench-peers` file or a peer command's output)."""
+
+    label: str  # "PgQueuer 1.6.0"
+    numbers: Mapping[str, float]
+    where: str  # "on this machine", or which other one
+    when: str
+    runs: int
+    quick: bool
+
+
+def parse(
+    data: Any, origin: str, regenerate: str, *, machine: Mapping[str, Any] | None = None
+) -> PeerResult:
+    """Check a peer's JSON object; `origin` names it in errors ("the reference file …")."""
     if not isinstance(data, dict):
-        raise ReferenceFileError(f"the reference file {path} is not a JSON object", regenerate)
+        raise ReferenceFileError(f"{origin} is not a JSON object", regenerate)
 
     numbers: dict[str, float] = {}
     for key in (*JSON_KEYS, *OPTIONAL_KEYS):
         if key not in data:
             if key in OPTIONAL_KEYS:
                 continue
-            raise ReferenceFileError(f'the reference file {path} has no "{key}"', regenerate)
+            raise ReferenceFileError(f'{origin} has no "{key}"', regenerate)
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise ReferenceFileError(
-                f'"{key}" in the reference file {path} is {value!r}, not a positive number',
-                regenerate,
+                f'"{key}" in {origin} is {value!r}, not a positive number', regenerate
             )
         numbers[key] = float(value)
 
     version = data.get("version")
     if not isinstance(version, str) or not version:
-        raise ReferenceFileError(f'the reference file {path} has no "version"', regenerate)
+        raise ReferenceFileError(f'{origin} has no "version"', regenerate)
     try:
         measured_at = datetime.fromisoformat(str(data.get("measured_at")))
     except ValueError:
         raise ReferenceFileError(
-            f'the reference file {path} has no "measured_at" time (ISO 8601)', regenerate
+            f'{origin} has no "measured_at" time (ISO 8601)', regenerate
         ) from None
 
     peer = str(data.get("peer") or "PgQueuer")
@@ -121,11 +154,65 @@ def load(path: Path, *, machine: Mapping[str, Any] | None = None) -> Reference:
         else f"{measured_at:%Y-%m-%d %H:%M}"
     )
     runs = data.get("runs")
-    median = f", median of {runs} runs" if isinstance(runs, int) and runs > 1 else ""
-    source = (
-        f"measured {where} at {when} by `{PEER_COMMAND}` ({peer} {version}{median}; "
-        f"benchmarks/peers/README.md), read from {path}"
+    return PeerResult(
+        label=f"{peer} {version}",
+        numbers=numbers,
+        where=where,
+        when=when,
+        runs=runs if isinstance(runs, int) and runs > 0 else 1,
+        quick=bool(data.get("quick")),
     )
-    if data.get("quick"):
-        source += "; a `--quick` smoke run with tiny sizes, not a measurement"
-    return Reference(label=f"{peer} {version}", numbers=numbers, source=source)
+
+
+class PeerCommand:
+    """Runs the peer's benchmark once before each of jobyard's runs (`--peer-command`), so that
+    the two take turns on the machine and a slow minute of a shared host falls on both."""
+
+    def __init__(self, command: str, *, machine: Mapping[str, Any] | None = None) -> None:
+        self.command = command
+        self._argv = shlex.split(command)
+        if not self._argv:
+            raise ReferenceFileError(
+                "the peer command is empty", f"e.g. --peer-command '{INTERLEAVED_EXAMPLE}'"
+            )
+        self._machine = machine
+        self.results: list[PeerResult] = []
+
+    def run_once(self) -> None:
+        origin = f"the output of `{self.command}`"
+        hint = f"run `{self.command}` by itself to see why (benchmarks/peers/README.md)"
+        try:
+            done = subprocess.run(  # noqa: S603 - the operator's own command line
+                self._argv, stdout=subprocess.PIPE, text=True, check=False
+            )
+        except OSError as exc:
+            raise ReferenceFileError(
+                f"cannot run the peer command `{self.command}`: {exc.strerror or exc}", hint
+            ) from None
+        if done.returncode != 0:
+            raise ReferenceFileError(
+                f"the peer command `{self.command}` failed (exit {done.returncode})", hint
+            )
+        lines = [line for line in done.stdout.splitlines() if line.strip()]
+        try:
+            data: Any = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError as exc:
+            raise ReferenceFileError(f"{origin} is not JSON ({exc})", hint) from None
+        self.results.append(parse(data, origin, hint, machine=self._machine))
+
+    def reference(self) -> Reference:
+        """The median of the peer's runs, as the report's column."""
+        if not self.results:
+            raise ReferenceFileError("the peer command never ran", f"e.g. {INTERLEAVED_EXAMPLE}")
+        first = self.results[0]
+        keys = [k for k in first.numbers if all(k in r.numbers for r in self.results)]
+        numbers = {k: statistics.median(r.numbers[k] for r in self.results) for k in keys}
+        n = len(self.results)
+        source = (
+            f"measured {first.where} by `{self.command}`, one run just before each of jobyard's "
+            f"(interleaved, so both meet the same load of a shared host; {first.label}, "
+            f"median of {n} run{'s' if n > 1 else ''}; benchmarks/peers/README.md)"
+        )
+        if any(r.quick for r in self.results):
+            source += "; a `--quick` smoke run with tiny sizes, not a measurement"
+        return Reference(label=first.label, numbers=numbers, source=source)
