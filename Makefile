@@ -54,7 +54,7 @@ up: install ## run api + worker + scheduler against the configured database
 	$(BIN)/jobyard up
 
 bench: install ## PgQueuer and jobyard in turns (5 rounds each); rewrite docs/BENCHMARKS.md
-	$(BIN)/jobyard bench --runs 5 --peer-command "env UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --runs 1"
+	$(BIN)/jobyard bench --runs 5 --peer-command "benchmarks/peers/pgqueuer/run.sh --runs 1"
 
 bench-peers: install ## measure PgQueuer 1.6.0 on this machine into .jobyard/peers/pgqueuer.json
 	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --output $(PEERS)/pgqueuer.json $(PEER_ARGS)
