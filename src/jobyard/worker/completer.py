@@ -44,12 +44,12 @@ class Completer:
         self,
         pool: Pool,
         *,
-        others_running: Callable[[int], bool],
+        handlers_busy: Callable[[], bool],
         window_s: float = DEFAULT_WINDOW_S,
         max_batch: int = DEFAULT_MAX_BATCH,
     ) -> None:
         self._pool = pool
-        self._others_running = others_running
+        self._handlers_busy = handlers_busy
         self._window_s = window_s
         self._max_batch = max_batch
         self._items: deque[_Pending] = deque()
@@ -67,7 +67,7 @@ class Completer:
         while True:
             await self._ready.wait()
             # Wait a moment only if more successes may be about to arrive.
-            if len(self._items) < self._max_batch and self._others_running(len(self._items)):
+            if len(self._items) < self._max_batch and self._handlers_busy():
                 await asyncio.sleep(self._window_s)
             batch = [self._items.popleft() for _ in range(min(self._max_batch, len(self._items)))]
             if not self._items:

@@ -175,7 +175,7 @@ class Worker:
         )
         try:
             await self._with_retry("register", self._register)
-            self._completer = Completer(self._pool, others_running=self._handlers_busy)
+            self._completer = Completer(self._pool, handlers_busy=self._handlers_busy)
             for coro in (self._completer.run(), self._heartbeat_loop(), self._listen_loop()):
                 self._background.append(asyncio.create_task(coro))
             log.info(
@@ -270,7 +270,7 @@ class Worker:
                 log.exception("claim round failed")
                 await backoff.wait(RuntimeError("claim round failed"))
 
-    def _handlers_busy(self, _pending: int) -> bool:
+    def _handlers_busy(self) -> bool:
         """Whether a handler is still running (and may soon add a success to the batch)."""
         return len(self.running) > self._recording
 
@@ -280,6 +280,11 @@ class Worker:
         return min(
             self.config.concurrency - working, 2 * self.config.concurrency - len(self.running)
         )
+
+    def _slot_freed(self) -> None:
+        # A saturated claim loop sleeps until a slot frees; wake it rather than wait for a poll.
+        if self._saturated and not self._drain_requested.is_set():
+            self._wake.set()
 
     async def _claim_round(self) -> None:
         assert self._pool is not None
@@ -413,8 +418,7 @@ class Worker:
         assert self._completer is not None
         self._completer.submit(r.job, result, functools.partial(self._on_completed, r))
         self._recording += 1
-        if self._saturated and not self._drain_requested.is_set():
-            self._wake.set()
+        self._slot_freed()
 
     def _on_completed(self, r: Running, landed: bool | Exception) -> None:
         self._recording -= 1
@@ -483,8 +487,7 @@ class Worker:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if not self.running:
             self._idle.set()
-        if self._saturated and not self._drain_requested.is_set():
-            self._wake.set()
+        self._slot_freed()
         if self._debug:
             r.context.run(
                 log.debug,
