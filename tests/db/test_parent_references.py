@@ -1,6 +1,7 @@
-"""jobs.batch_id → job_batches is kept by triggers, not a foreign key (one check per statement
-instead of one per row). These prove the database itself still refuses a dangling reference,
-nulls it when the batch goes, and locks the batch like a key check does."""
+"""A job's parents, its queue (queue_id, project_id) and its batch, are kept by triggers, not
+foreign keys (one check per statement instead of one per row). These prove the database itself
+still refuses a dangling or cross-project reference, cascades or nulls when the parent goes, and
+locks the parent like a key check does."""
 
 from __future__ import annotations
 
@@ -75,13 +76,82 @@ async def test_a_batch_id_never_changes(conn: Conn) -> None:
     await conn.execute("UPDATE job_batches SET size = 2 WHERE id = %s", (batch_id,))
 
 
-async def test_deleting_a_queue_cascades_to_its_batches_and_jobs(conn: Conn) -> None:
+async def _count(conn: Conn, table: str) -> int:
+    cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")
+    row = await cur.fetchone()
+    assert row is not None
+    n: int = row["n"]
+    return n
+
+
+async def test_deleting_a_queue_cascades_to_its_batches_jobs_and_their_runs(conn: Conn) -> None:
     queue = await make_queue(conn)
-    await _batch(conn, queue, 2)
+    kept = await make_queue(conn, project_id=queue["project_id"])
+    _, jobs = await _batch(conn, queue, 2)
+    await make_job(conn, queue=kept)
+    await conn.execute(
+        "INSERT INTO job_executions (job_id, execution_seq, attempt, outcome, started_at, finished_at)"
+        " VALUES (%s, 1, 1, 'succeeded', now(), now())",
+        (jobs[0],),
+    )
     await conn.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
-    for table in ("job_batches", "jobs"):
-        cur = await conn.execute(f"SELECT count(*) AS n FROM {table}")
-        assert (await cur.fetchone()) == {"n": 0}, table
+    for table in ("job_batches", "job_executions"):
+        assert await _count(conn, table) == 0, table
+    cur = await conn.execute("SELECT queue_id FROM jobs")
+    assert await cur.fetchall() == [{"queue_id": kept["id"]}]
+    # Through the project, as a key's cascade did; and TRUNCATE ... CASCADE reaches jobs too.
+    await conn.execute("DELETE FROM projects WHERE id = %s", (kept["project_id"],))
+    assert await _count(conn, "jobs") == 0
+    await make_job(conn, queue=await make_queue(conn))
+    await conn.execute("TRUNCATE queues CASCADE")
+    assert await _count(conn, "jobs") == 0
+
+
+async def test_a_job_cannot_name_a_missing_queue_or_another_projects_queue(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    other = await make_queue(conn)
+    insert = "INSERT INTO jobs (project_id, queue_id, handler) VALUES "
+    bad_rows = {
+        # One row, one queue: the trigger's one-lookup path.
+        "missing queue": (f"{insert}(%(p)s, %(missing)s, 'x')", MISSING),
+        "queue of another project": (f"{insert}(%(p)s, %(other)s, 'x')", other["id"]),
+        # Several queues in one statement: the general path, with one bad pair among good ones.
+        "mixed": (
+            f"{insert}(%(p)s, %(q)s, 'x'), (%(op)s, %(other)s, 'x'), (%(op)s, %(q)s, 'x')",
+            queue["id"],
+        ),
+    }
+    params = {
+        "p": queue["project_id"],
+        "q": queue["id"],
+        "op": other["project_id"],
+        "other": other["id"],
+        "missing": MISSING,
+    }
+    for label, (sql, bad_queue) in bad_rows.items():
+        with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+            await conn.execute(sql, params)
+        assert caught.value.diag.constraint_name == "jobs_queue_fkey", label
+        assert f"=({bad_queue}, " in (caught.value.diag.message_detail or ""), label
+    assert await _count(conn, "jobs") == 0
+    # Good rows of two queues in one statement pass, each queue checked once.
+    await conn.execute(
+        f"{insert}(%(p)s, %(q)s, 'x'), (%(op)s, %(other)s, 'x'), (%(p)s, %(q)s, 'x')", params
+    )
+    # Moving a job to a missing queue or to a queue of another project is refused; within its
+    # project, allowed; and a queue's id or project never changes under its jobs.
+    job = await make_job(conn, queue=queue)
+    moved = await make_queue(conn, project_id=queue["project_id"])
+    for sql in (
+        "UPDATE jobs SET queue_id = %(missing)s WHERE id = %(j)s",
+        "UPDATE jobs SET queue_id = %(other)s WHERE id = %(j)s",
+        "UPDATE jobs SET project_id = %(op)s WHERE id = %(j)s",
+        "UPDATE queues SET project_id = %(op)s WHERE id = %(q)s",
+    ):
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            await conn.execute(sql, {**params, "j": job["id"]})
+    await conn.execute("UPDATE jobs SET queue_id = %s WHERE id = %s", (moved["id"], job["id"]))
+    await conn.execute("UPDATE queues SET priority = 3 WHERE id = %s", (queue["id"],))
 
 
 async def test_an_insert_locks_its_batch_against_a_concurrent_delete(
@@ -152,3 +222,63 @@ async def test_deleting_batches_outside_read_committed_is_refused(db_url: str, c
     finally:
         await other.close()
     assert await _batch_ids(conn, jobs) == [batch_id]
+
+
+async def test_an_insert_locks_its_queue_against_a_concurrent_delete(
+    db_url: str, conn: Conn
+) -> None:
+    queue = await make_queue(conn)
+    inserter = await connect(db_url)
+    deleter = await connect(db_url, autocommit=True)
+    try:
+        await inserter.execute(
+            "INSERT INTO jobs (project_id, queue_id, handler) VALUES (%s, %s, 'noop')",
+            (queue["project_id"], queue["id"]),
+        )
+        # The uncommitted insert holds FOR KEY SHARE on the queue row, as the key did.
+        await deleter.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            await deleter.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+        await inserter.commit()
+        # Once it commits, the delete sees the new job and takes it with the queue.
+        await deleter.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+        assert await _count(conn, "jobs") == 0
+    finally:
+        await inserter.close()
+        await deleter.close()
+
+
+async def test_an_insert_into_a_queue_deleted_meanwhile_fails(db_url: str, conn: Conn) -> None:
+    queue = await make_queue(conn)
+    deleter = await connect(db_url)
+    try:
+        await deleter.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+        insert = asyncio.create_task(
+            conn.execute(
+                "INSERT INTO jobs (project_id, queue_id, handler) VALUES (%s, %s, 'x')",
+                (queue["project_id"], queue["id"]),
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert not insert.done()
+        await deleter.commit()
+        with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+            await insert
+        assert caught.value.diag.constraint_name == "jobs_queue_fkey"
+    finally:
+        await deleter.close()
+    assert await _count(conn, "jobs") == 0
+
+
+async def test_deleting_queues_outside_read_committed_is_refused(db_url: str, conn: Conn) -> None:
+    queue = await make_queue(conn)
+    await make_job(conn, queue=queue)
+    other = await connect(db_url)
+    try:
+        await other.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            await other.execute("DELETE FROM projects WHERE id = %s", (queue["project_id"],))
+        await other.rollback()
+    finally:
+        await other.close()
+    assert await _count(conn, "jobs") == 1
