@@ -26,11 +26,13 @@ DROP TRIGGER jobs_batch_ref_upd ON jobs;
 DROP FUNCTION jobs_batch_ref_check();
 
 -- The error a key raises, with the key's name, so callers see no difference.
-CREATE FUNCTION jobs_missing_parent(key text, detail text) RETURNS void LANGUAGE plpgsql AS $$
+CREATE FUNCTION missing_parent(child text, key text, detail text) RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
     RAISE foreign_key_violation USING
-        MESSAGE = format('insert or update on table "jobs" violates foreign key constraint "%s"', key),
-        DETAIL = detail, CONSTRAINT = key, TABLE = 'jobs';
+        MESSAGE = format('insert or update on table "%s" violates foreign key constraint "%s"',
+                         child, key),
+        DETAIL = detail, CONSTRAINT = key, TABLE = child;
 END $$;
 
 -- jobs (queue_id, project_id) → queues (id, project_id) ON DELETE CASCADE and
@@ -105,12 +107,12 @@ BEGIN
         END IF;
     END IF;
     IF bad_queue IS NOT NULL THEN
-        PERFORM jobs_missing_parent('jobs_queue_fkey', format(
+        PERFORM missing_parent('jobs', 'jobs_queue_fkey', format(
             'Key (queue_id, project_id)=(%s, %s) is not present in table "queues".',
             bad_queue, bad_project));
     END IF;
     IF bad_batch IS NOT NULL THEN
-        PERFORM jobs_missing_parent('jobs_batch_id_fkey', format(
+        PERFORM missing_parent('jobs', 'jobs_batch_id_fkey', format(
             'Key (batch_id)=(%s) is not present in table "job_batches".', bad_batch));
     END IF;
     RETURN NULL;
@@ -166,7 +168,7 @@ DROP TRIGGER queues_delete_jobs ON queues;
 DROP FUNCTION queues_keep_key(), queues_delete_jobs();
 DROP TRIGGER jobs_parent_refs_upd ON jobs;
 DROP TRIGGER jobs_parent_refs_ins ON jobs;
-DROP FUNCTION jobs_parent_refs_check(), jobs_missing_parent(text, text);
+DROP FUNCTION jobs_parent_refs_check(), missing_parent(text, text, text);
 ALTER TABLE jobs ADD CONSTRAINT jobs_queue_fkey FOREIGN KEY (queue_id, project_id)
     REFERENCES queues (id, project_id) ON DELETE CASCADE;
 CREATE FUNCTION jobs_batch_ref_check() RETURNS trigger LANGUAGE plpgsql AS $$
