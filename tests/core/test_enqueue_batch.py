@@ -63,3 +63,30 @@ def test_non_finite_numbers_are_refused_before_they_can_be_written_as_null(bad: 
     with pytest.raises(ValidationError, match="NaN and Infinity") as caught:
         BatchCreate.model_validate({"jobs": [{"handler": "h", "payload": {"x": [1, bad]}}]})
     assert caught.value.errors()[0]["loc"] == ("jobs", 0, "payload")
+
+
+async def test_both_paths_keep_the_items_order_and_only_keys_are_skipped(conn: Conn) -> None:
+    """A batch without keys skips the idempotency arbiter (one path for the whole batch); with
+    any key, the whole batch goes through it. Either way ids follow the items."""
+    project_id = await _project(conn)
+
+    async def handlers_of(items: list[dict[str, object]]) -> list[str]:
+        batch = BatchCreate.model_validate({"queue": "default", "jobs": items})
+        result = await enqueue.enqueue_batch(conn, project_id, batch)
+        cur = await conn.execute(
+            "SELECT handler FROM jobs WHERE id = ANY(%s) ORDER BY id", (result.job_ids,)
+        )
+        return [r["handler"] for r in await cur.fetchall()]
+
+    plain = [{"handler": f"p{i}"} for i in range(5)]
+    assert await handlers_of(plain) == ["p0", "p1", "p2", "p3", "p4"]
+    keyed = [
+        {"handler": "k0"},
+        {"handler": "k1", "idempotency_key": "a"},
+        {"handler": "k2"},
+        {"handler": "k3", "idempotency_key": "a"},  # the same key again: skipped
+    ]
+    assert await handlers_of(keyed) == ["k0", "k1", "k2"]
+    # A key seen before is skipped; the items without keys around it are inserted in order.
+    again = [{"handler": "m0"}, {"handler": "m1", "idempotency_key": "a"}, {"handler": "m2"}]
+    assert await handlers_of(again) == ["m0", "m2"]

@@ -122,6 +122,8 @@ async def enqueue_batch(
         "size": len(batch.jobs),
         # The validated items serialized by pydantic's Rust core in one pass (~0.5 µs a job).
         "items": _BATCH_ITEMS.dump_json(batch.jobs).decode(),
+        # Picks the statement's path: the idempotency arbiter only when some item has a key.
+        "any_key": any(item.idempotency_key is not None for item in batch.jobs),
         "now": sql_now(now),
     }
     async with translated():
