@@ -28,7 +28,8 @@ ALTER TABLE job_executions DROP CONSTRAINT job_executions_job_id_fkey,
     DROP CONSTRAINT job_executions_worker_id_fkey;
 
 -- Lock the given (distinct, non-NULL) parents FOR KEY SHARE, the lock a key check takes, and
--- return the first that does not exist (NULL when all do).
+-- return the first that does not exist (NULL when all do). One function per table rather than
+-- one taking the table's name: dynamic SQL (EXECUTE) would be planned again on every call.
 CREATE FUNCTION workers_lock_for_key(ids bigint[]) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     locked bigint;
