@@ -59,6 +59,36 @@ async def test_idempotency_same_payload_returns_existing_different_payload_confl
     assert await _scalar(conn, "SELECT count(*) FROM jobs") == 1
 
 
+@pytest.mark.parametrize("whole_job", [True, False])
+async def test_enqueue_sends_back_the_whole_job_or_its_id_and_status(
+    conn: Conn, whole_job: bool
+) -> None:
+    """whole_job=False (the SDK's defer) gets only what it uses; the rules are the same."""
+    project, _, _ = await _setup(conn)
+    spec = JobCreate(handler="noop", payload={"a": 1}, idempotency_key="k")
+    first = await enqueue.enqueue(conn, project, spec, whole_job=whole_job)
+    expected = await _scalar(conn, "SELECT to_jsonb(j) FROM jobs j")
+    if whole_job:
+        assert first.job.keys() == expected.keys() and first.job["id"] == expected["id"]
+    else:
+        assert first.job == {"id": expected["id"], "status": "queued"}
+    # The idempotent twin is read back whole on both paths; the conflict is the same.
+    again = await enqueue.enqueue(conn, project, spec, whole_job=whole_job)
+    assert (again.created, again.job["id"], again.job["payload"]) == (
+        False,
+        expected["id"],
+        {"a": 1},
+    )
+    with pytest.raises(IdempotencyConflict):
+        await enqueue.enqueue(
+            conn, project, spec.model_copy(update={"payload": {"a": 2}}), whole_job=whole_job
+        )
+    with pytest.raises(NotFound):
+        await enqueue.enqueue(
+            conn, project, JobCreate(queue="nope", handler="noop"), whole_job=whole_job
+        )
+
+
 async def test_enqueue_to_unknown_queue_is_not_found(conn: Conn) -> None:
     project, _, _ = await _setup(conn)
     with pytest.raises(NotFound):

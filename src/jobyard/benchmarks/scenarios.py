@@ -73,7 +73,8 @@ async def _db_clock(conn: Conn) -> datetime:
 
 
 async def enqueue_single(url: str, total: int, connections: int) -> float:
-    """`total` calls of core.enqueue.enqueue, split over `connections` concurrent connections,
+    """`total` calls of core.enqueue.enqueue as the Python SDK's defer makes them (the new job's
+    id and status back, not the whole row), split over `connections` concurrent connections,
     each call its own autocommit transaction; returns enqueues per second."""
     conns = [await connect(url, autocommit=True) for _ in range(connections)]
     try:
@@ -84,7 +85,8 @@ async def enqueue_single(url: str, total: int, connections: int) -> float:
 
         async def producer(conn: Conn, n: int) -> None:
             for _ in range(n):
-                await enqueue.enqueue(conn, project_id, JobCreate(queue=QUEUE, handler=HANDLER))
+                job = JobCreate(queue=QUEUE, handler=HANDLER)
+                await enqueue.enqueue(conn, project_id, job, whole_job=False)
 
         started = time.perf_counter()
         await asyncio.gather(*(producer(c, n) for c, n in zip(conns, share, strict=True)))
@@ -207,7 +209,8 @@ async def pickup(url: str, total: int, gap_s: float, concurrency: int) -> Pickup
         # The first claim after LISTEN runs at once; let it find the empty queue first.
         await asyncio.sleep(0.5)
         for _ in range(total):
-            await enqueue.enqueue(conn, project_id, JobCreate(queue=QUEUE, handler=HANDLER))
+            job = JobCreate(queue=QUEUE, handler=HANDLER)
+            await enqueue.enqueue(conn, project_id, job, whole_job=False)
             await asyncio.sleep(gap_s)
         await _wait_until_done(conn, queue, total, workers)
         row = await run.one(conn, "bench_pickup_latency", {"queue_id": queue.id})

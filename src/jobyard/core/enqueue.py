@@ -31,9 +31,14 @@ async def enqueue(
     *,
     now: datetime | None = None,
     schedule_id: int | None = None,
+    whole_job: bool = True,
 ) -> EnqueueResult:
     """Insert one job. With an idempotency key, the same key and payload return the existing
-    job (created=False); the same key with a different payload raises IdempotencyConflict."""
+    job (created=False); the same key with a different payload raises IdempotencyConflict.
+
+    `whole_job=False` returns only the new job's `id` and `status` (what the SDK's defer needs):
+    the same statement without sending the whole row back. An existing job found by its
+    idempotency key is returned whole either way."""
     run_at = job.run_at
     if job.delay_ms is not None:
         # A delay is relative to the database clock: resolve it there, not on this host.
@@ -56,12 +61,13 @@ async def enqueue(
         "waiting": False,
         "now": sql_now(now),
     }
+    insert = "job_insert" if whole_job else "job_insert_ref"
     async with translated():
         if job.depends_on:
             # Parents checked and edges written in the same transaction as the job itself.
             async with conn.transaction():
                 params["waiting"] = await _has_unfinished_parents(conn, project_id, job.depends_on)
-                row = await run.one(conn, "job_insert", params)
+                row = await run.one(conn, insert, params)
                 if row is not None:
                     await run.execute(
                         conn,
@@ -69,7 +75,7 @@ async def enqueue(
                         {"job_id": row["id"], "parents": job.depends_on},
                     )
         else:
-            row = await run.one(conn, "job_insert", params)
+            row = await run.one(conn, insert, params)
         if row is not None:
             row.pop("notified", None)
             return EnqueueResult(job=row, created=True)

@@ -296,13 +296,13 @@ class App:
     async def _insert(self, conn: dbpool.Conn, job: JobCreate) -> Deferred:
         project_id = await self.project_id(conn)
         try:
-            result = await enqueue.enqueue(conn, project_id, job)
+            result = await enqueue.enqueue(conn, project_id, job, whole_job=False)
         except NotFound as exc:
             if exc.details.get("field") != "queue" or self.settings.env == "prod":
                 raise
             # Outside production a task's queue is created on first use, like the worker does.
             await projects.ensure_queues(conn, project_id, [job.queue])
-            result = await enqueue.enqueue(conn, project_id, job)
+            result = await enqueue.enqueue(conn, project_id, job, whole_job=False)
         return Deferred(
             id=int(result.job["id"]), status=str(result.job["status"]), created=result.created
         )
