@@ -79,3 +79,15 @@ def test_read_queries_stay_out_of_the_engine_write_paths() -> None:
         n: sorted(m & writers) for n, m in _uses().items() if n.startswith("read_") and m & writers
     }
     assert leaked == {}
+
+
+def test_job_insert_ref_is_job_insert_but_for_what_it_sends_back() -> None:
+    """The SDK's narrow insert is a twin of the API's; nothing but the final SELECT may drift."""
+
+    def body(name: str) -> str:
+        # Without comments: each twin's describes itself.
+        lines = QUERIES[name].sql.splitlines()
+        return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+
+    whole, ref = body("job_insert"), body("job_insert_ref")
+    assert ref.replace("SELECT inserted.id, inserted.status,", "SELECT inserted.*,") == whole

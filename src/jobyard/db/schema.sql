@@ -275,12 +275,13 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE FUNCTION public.keep_referenced_id() RETURNS trigger
+CREATE FUNCTION public.keep_referenced_key() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
 BEGIN
     RAISE foreign_key_violation USING
-        MESSAGE = format('a %s id never changes (%s refers to it)', TG_TABLE_NAME, TG_ARGV[0]),
+        MESSAGE = format('the key of a %s row never changes (%s refers to it)',
+                         TG_TABLE_NAME, TG_ARGV[0]),
         CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
 END $$;
 
@@ -313,15 +314,6 @@ BEGIN
     END IF;
     DELETE FROM jobs WHERE queue_id IN (SELECT id FROM gone);
     RETURN NULL;
-END $$;
-
-CREATE FUNCTION public.queues_keep_key() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    RAISE foreign_key_violation USING
-        MESSAGE = 'a queue''s id and project never change (jobs refer to them)',
-        CONSTRAINT = 'jobs_queue_fkey', TABLE = 'queues', SCHEMA = TG_TABLE_SCHEMA;
 END $$;
 
 CREATE FUNCTION public.workers_lock_for_key(ids bigint[]) RETURNS bigint
@@ -927,7 +919,7 @@ CREATE TRIGGER job_executions_refs_upd AFTER UPDATE OF job_id, worker_id ON publ
 
 CREATE TRIGGER jobs_delete_runs AFTER DELETE ON public.jobs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_delete_runs();
 
-CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON public.jobs FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_id('job_executions_job_id_fkey');
+CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON public.jobs FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_key('job_executions_job_id_fkey');
 
 CREATE TRIGGER jobs_parent_refs_ins AFTER INSERT ON public.jobs REFERENCING NEW TABLE AS new_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_parent_refs_check();
 
@@ -941,13 +933,13 @@ CREATE TRIGGER jobs_worker_ref_upd AFTER UPDATE ON public.jobs REFERENCING NEW T
 
 CREATE TRIGGER queues_delete_jobs AFTER DELETE ON public.queues REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.queues_delete_jobs();
 
-CREATE TRIGGER queues_keep_key BEFORE UPDATE OF id, project_id ON public.queues FOR EACH ROW WHEN (((new.id IS DISTINCT FROM old.id) OR (new.project_id IS DISTINCT FROM old.project_id))) EXECUTE FUNCTION public.queues_keep_key();
+CREATE TRIGGER queues_keep_key BEFORE UPDATE OF id, project_id ON public.queues FOR EACH ROW WHEN (((new.id IS DISTINCT FROM old.id) OR (new.project_id IS DISTINCT FROM old.project_id))) EXECUTE FUNCTION public.keep_referenced_key('jobs_queue_fkey');
 
 CREATE TRIGGER queues_truncate_jobs AFTER TRUNCATE ON public.queues FOR EACH STATEMENT EXECUTE FUNCTION public.queues_delete_jobs();
 
 CREATE TRIGGER workers_delete_refs AFTER DELETE ON public.workers REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.workers_null_refs();
 
-CREATE TRIGGER workers_keep_id BEFORE UPDATE OF id ON public.workers FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_id('jobs_worker_id_fkey');
+CREATE TRIGGER workers_keep_id BEFORE UPDATE OF id ON public.workers FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_key('jobs_worker_id_fkey');
 
 CREATE TRIGGER workers_truncate_refs AFTER TRUNCATE ON public.workers FOR EACH STATEMENT EXECUTE FUNCTION public.workers_null_refs();
 

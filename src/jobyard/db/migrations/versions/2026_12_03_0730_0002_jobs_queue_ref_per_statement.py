@@ -150,22 +150,25 @@ CREATE TRIGGER queues_delete_jobs AFTER DELETE ON queues REFERENCING OLD TABLE A
     FOR EACH STATEMENT EXECUTE FUNCTION queues_delete_jobs();
 CREATE TRIGGER queues_truncate_jobs AFTER TRUNCATE ON queues
     FOR EACH STATEMENT EXECUTE FUNCTION queues_delete_jobs();
-CREATE FUNCTION queues_keep_key() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A referenced key never changes (an identity column can still be set to DEFAULT); the
+-- trigger's argument names the reference that relies on it. 0003 uses it for jobs and workers.
+CREATE FUNCTION keep_referenced_key() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE foreign_key_violation USING
-        MESSAGE = 'a queue''s id and project never change (jobs refer to them)',
-        CONSTRAINT = 'jobs_queue_fkey', TABLE = 'queues', SCHEMA = TG_TABLE_SCHEMA;
+        MESSAGE = format('the key of a %s row never changes (%s refers to it)',
+                         TG_TABLE_NAME, TG_ARGV[0]),
+        CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
 END $$;
 CREATE TRIGGER queues_keep_key BEFORE UPDATE OF id, project_id ON queues FOR EACH ROW
     WHEN ((NEW.id, NEW.project_id) IS DISTINCT FROM (OLD.id, OLD.project_id))
-    EXECUTE FUNCTION queues_keep_key();
+    EXECUTE FUNCTION keep_referenced_key('jobs_queue_fkey');
 """
 
 DOWNGRADE = r"""
 DROP TRIGGER queues_keep_key ON queues;
 DROP TRIGGER queues_truncate_jobs ON queues;
 DROP TRIGGER queues_delete_jobs ON queues;
-DROP FUNCTION queues_keep_key(), queues_delete_jobs();
+DROP FUNCTION keep_referenced_key(), queues_delete_jobs();
 DROP TRIGGER jobs_parent_refs_upd ON jobs;
 DROP TRIGGER jobs_parent_refs_ins ON jobs;
 DROP FUNCTION jobs_parent_refs_check(), missing_parent(text, text, text);

@@ -193,19 +193,12 @@ CREATE TRIGGER workers_delete_refs AFTER DELETE ON workers REFERENCING OLD TABLE
 CREATE TRIGGER workers_truncate_refs AFTER TRUNCATE ON workers
     FOR EACH STATEMENT EXECUTE FUNCTION workers_null_refs();
 
--- A referenced id never changes (an identity column can still be set to DEFAULT).
-CREATE FUNCTION keep_referenced_id() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE foreign_key_violation USING
-        MESSAGE = format('a %s id never changes (%s refers to it)', TG_TABLE_NAME, TG_ARGV[0]),
-        CONSTRAINT = TG_ARGV[0], TABLE = TG_TABLE_NAME, SCHEMA = TG_TABLE_SCHEMA;
-END $$;
 CREATE TRIGGER jobs_keep_id BEFORE UPDATE OF id ON jobs FOR EACH ROW
     WHEN (NEW.id IS DISTINCT FROM OLD.id)
-    EXECUTE FUNCTION keep_referenced_id('job_executions_job_id_fkey');
+    EXECUTE FUNCTION keep_referenced_key('job_executions_job_id_fkey');
 CREATE TRIGGER workers_keep_id BEFORE UPDATE OF id ON workers FOR EACH ROW
     WHEN (NEW.id IS DISTINCT FROM OLD.id)
-    EXECUTE FUNCTION keep_referenced_id('jobs_worker_id_fkey');
+    EXECUTE FUNCTION keep_referenced_key('jobs_worker_id_fkey');
 """
 
 DOWNGRADE = r"""
@@ -219,7 +212,7 @@ DROP TRIGGER job_executions_refs_upd ON job_executions;
 DROP TRIGGER job_executions_refs_ins ON job_executions;
 DROP TRIGGER jobs_worker_ref_upd ON jobs;
 DROP TRIGGER jobs_worker_ref_ins ON jobs;
-DROP FUNCTION keep_referenced_id(), workers_null_refs(), jobs_delete_runs(),
+DROP FUNCTION workers_null_refs(), jobs_delete_runs(),
     job_executions_refs_check(), jobs_worker_ref_check(), jobs_lock_for_key(bigint[]),
     workers_lock_for_key(bigint[]);
 ALTER TABLE jobs ADD CONSTRAINT jobs_worker_id_fkey FOREIGN KEY (worker_id)
