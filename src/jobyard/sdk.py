@@ -9,13 +9,16 @@ from jobyard.domain.errors import (
     ConfigurationError,
     DatabaseUnavailable,
     IdempotencyConflict,
+    JobCancelled,
+    JobFailed,
     JobyardError,
     LeaseLost,
     NotFound,
+    ResultTimeout,
     ValidationFailed,
 )
 from jobyard.domain.schemas import RetryOverride
-from jobyard.worker.app import App, Deferred, Task
+from jobyard.worker.app import App, Deferred, JobHandle, Task
 from jobyard.worker.context import JobContext, JobLogger
 
 __all__ = [
@@ -24,11 +27,15 @@ __all__ = [
     "DatabaseUnavailable",
     "Deferred",
     "IdempotencyConflict",
+    "JobCancelled",
     "JobContext",
+    "JobFailed",
+    "JobHandle",
     "JobLogger",
     "JobyardError",
     "LeaseLost",
     "NotFound",
+    "ResultTimeout",
     "RetryOverride",
     "Task",
     "ValidationFailed",

@@ -85,12 +85,14 @@ async def fail(
     *,
     outcome: ExecutionOutcome = ExecutionOutcome.FAILED,
     retryable: bool = True,
+    traceback: str | None = None,
     now: datetime | None = None,
     rng: random.Random | None = None,
 ) -> FailureResult:
     """Record a failed run: retry later (failed → scheduled) or dead-letter when exhausted.
 
-    Raises LeaseLost if this worker no longer holds the run.
+    `traceback` (the handler's formatted traceback) is stored with the run, cut to
+    MAX_TRACEBACK_LENGTH. Raises LeaseLost if this worker no longer holds the run.
     """
     fence = {"id": job.id, "seq": job.execution_seq, "worker_id": job.worker_id}
     async with conn.transaction():
@@ -122,6 +124,7 @@ async def fail(
                 "fingerprint": fingerprint(error_type, message),
                 "outcome": outcome.value,
                 "dlq_reason": reason.value,
+                "traceback": None if traceback is None else truncate_traceback(traceback),
                 "now": sql_now(now),
             },
         )
@@ -194,6 +197,41 @@ async def append_log(
                 "level": level,
                 "message": message[: limits.MAX_LOG_MESSAGE_LENGTH],
                 "fields": jsonb(fields or {}),
+            },
+        )
+    if row is None:
+        raise LeaseLost(job_id=job.id, execution_seq=job.execution_seq)
+
+
+def truncate_traceback(text: str, limit: int = limits.MAX_TRACEBACK_LENGTH) -> str:
+    """`text` cut to `limit` characters, keeping its head and its tail (where the exception
+    is) and saying how much was cut in between."""
+    if len(text) <= limit:
+        return text
+    # Reserve room for the marker (its digits never exceed those of len(text)).
+    marker_room = len(_CUT_MARKER.format(cut=len(text)))
+    keep = limit - marker_room
+    head = keep // 3
+    tail = keep - head
+    cut = len(text) - head - tail
+    return text[:head] + _CUT_MARKER.format(cut=cut) + text[len(text) - tail :]
+
+
+_CUT_MARKER = "\n... [{cut} characters of traceback cut by jobyard] ...\n"
+
+
+async def set_progress(conn: Conn, job: ClaimedJob, fraction: float, message: str | None) -> None:
+    """Record the held run's progress (0..1 and an optional message); LeaseLost otherwise."""
+    async with translated():
+        row = await run.one(
+            conn,
+            "job_progress_set",
+            {
+                "id": job.id,
+                "seq": job.execution_seq,
+                "worker_id": job.worker_id,
+                "fraction": fraction,
+                "message": message,
             },
         )
     if row is None:

@@ -15,6 +15,9 @@ _CHECK_MESSAGES = {
     "scheduled_jobs_payload_size": ("payload", "payload is larger than 64 KB"),
     "dead_letter_jobs_payload_size": ("payload", "payload is larger than 64 KB"),
     "jobs_result_size": ("result", "result is larger than 64 KB"),
+    "jobs_progress_range": ("fraction", "progress must be between 0 and 1"),
+    "jobs_progress_message_length": ("message", "progress message is longer than 500 characters"),
+    "job_executions_traceback_length": ("traceback", "traceback is longer than 16000 characters"),
 }
 
 

@@ -62,3 +62,21 @@ class DatabaseUnavailable(JobyardError):
     """The database cannot be reached."""
 
     code = "database_unavailable"
+
+
+class JobFailed(JobyardError):
+    """The job failed for good (dead-lettered); its last error is in the message."""
+
+    code = "job_failed"
+
+
+class JobCancelled(JobyardError):
+    """The job was cancelled before it finished."""
+
+    code = "job_cancelled"
+
+
+class ResultTimeout(JobyardError, TimeoutError):
+    """The job did not finish within the time given to wait for its result."""
+
+    code = "result_timeout"

@@ -7,15 +7,20 @@ handlers (running in a worker thread). The logger and the cancel check work from
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobyard.domain import limits
+from jobyard.domain.errors import ConfigurationError, ValidationFailed
 from jobyard.domain.models import ClaimedJob
 
 # Writes one job_logs line (fenced); raises LeaseLost when the run is no longer held.
 LogWriter = Callable[[ClaimedJob, str, str, dict[str, Any]], Awaitable[None]]
+# Records the run's progress (fenced); raises LeaseLost when the run is no longer held.
+ProgressWriter = Callable[[ClaimedJob, float, str | None], Awaitable[None]]
 
 _LEVELS = ("debug", "info", "warning", "error")
 
@@ -61,7 +66,10 @@ class JobLogger:
 
     def _emit(self, level: str, message: str, fields: dict[str, Any]) -> Awaitable[None]:
         assert level in _LEVELS
-        coro = self._written(level, str(message), fields)
+        return self._on_loop(self._written(level, str(message), fields))
+
+    def _on_loop(self, coro: Coroutine[Any, Any, None]) -> Awaitable[None]:
+        """Await `coro` in an async handler; run it to the end from a thread handler."""
         if threading.get_ident() == self._loop_thread:
             return coro
         # A thread handler: hand the write to the loop and wait for it here.
@@ -94,6 +102,36 @@ class JobContext:
     # A plain bool, not a threading.Event: written once on the loop thread, read from handler
     # threads (one attribute store is atomic); an Event per job cost ~3 µs of a no-op's budget.
     _cancelled_flag: bool = field(default=False, repr=False)
+    # Set by the worker that runs the job; None for a context built by hand (a unit test).
+    _progress: ProgressWriter | None = field(default=None, repr=False)
+
+    def progress(self, fraction: float, message: str | None = None) -> Awaitable[None]:
+        """Record how far the job is: `fraction` from 0 to 1 and an optional short message.
+
+        Shown on the job's API resource and dashboard page. Like the logger: await it in an
+        `async def` handler, just call it in a plain `def` one; a lost lease raises LeaseLost.
+        """
+        if (
+            isinstance(fraction, bool)
+            or not isinstance(fraction, int | float)
+            or not math.isfinite(fraction)
+            or not 0 <= fraction <= 1
+        ):
+            raise ValidationFailed(
+                f"progress must be a number from 0 to 1, got {fraction!r}", field="fraction"
+            )
+        if message is not None:
+            message = str(message)
+            if len(message) > limits.MAX_PROGRESS_MESSAGE_LENGTH:
+                raise ValidationFailed(
+                    f"progress message is longer than {limits.MAX_PROGRESS_MESSAGE_LENGTH} "
+                    "characters",
+                    field="message",
+                )
+        if self._progress is None:
+            raise ConfigurationError("progress is recorded only for a job run by a worker")
+        job = self.logger._job
+        return self.logger._on_loop(_awaited(self._progress(job, float(fraction), message)))
 
     def is_cancelled(self) -> bool:
         """Thread-safe: poll this from a plain `def` handler between units of work."""
@@ -108,3 +146,7 @@ class JobContext:
         # Called on the event loop thread by the runtime.
         self._cancelled_flag = True
         self.cancelled.set()
+
+
+async def _awaited(write: Awaitable[None]) -> None:
+    await write

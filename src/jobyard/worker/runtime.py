@@ -22,6 +22,7 @@ import os
 import socket
 import sys
 import threading
+import traceback as traceback_module
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -143,8 +144,14 @@ class Worker:
         self.ready = asyncio.Event()
         # Set while the LISTEN connection is subscribed (tests wait for it).
         self.listening = asyncio.Event()
+        # Bound once: every JobContext gets the same writer.
+        self._progress_writer = self._set_progress
 
     # ------------------------------------------------------------------ lifecycle
+
+    def wake(self) -> None:
+        """Claim now instead of at the next poll (in-process runs that just enqueued)."""
+        self._wake.set()
 
     def request_drain(self) -> None:
         """Stop claiming and drain (what the first SIGTERM/SIGINT does)."""
@@ -331,6 +338,7 @@ class Worker:
             queue=queue,
             handler=job.handler,
             logger=JobLogger(job, self._append_log, loop),
+            _progress=self._progress_writer,
         )
         # The job's log fields are bound once, in a context of its own that the handler task
         # and any recording task run in; nothing needs unbinding.
@@ -407,6 +415,7 @@ class Worker:
                     type(exc).__name__,
                     str(exc) or repr(exc),
                     retryable=not isinstance(exc, ValidationFailed),
+                    traceback=_formatted(exc),
                 ),
             )
             return
@@ -568,13 +577,25 @@ class Worker:
         *,
         outcome: ExecutionOutcome = ExecutionOutcome.FAILED,
         retryable: bool = True,
+        traceback: str | None = None,
     ) -> str:
-        # Only the exception's type and message are recorded, never the payload.
+        # The exception's type, message and traceback are recorded, never the payload.
         async def fail(conn: Conn, job: ClaimedJob) -> bool:
             result = await transitions.fail(
-                conn, job, error_type, message, outcome=outcome, retryable=retryable
+                conn,
+                job,
+                error_type,
+                message,
+                outcome=outcome,
+                retryable=retryable,
+                traceback=traceback,
             )
-            log.info("job failed", error_type=error_type, next_status=result.status.value)
+            log.info(
+                "job failed",
+                error_type=error_type,
+                next_status=result.status.value,
+                traceback=traceback,
+            )
             return True
 
         try:
@@ -594,6 +615,15 @@ class Worker:
         except RETRYABLE as exc:
             # Job logs are best effort during an outage; the handler keeps running.
             log.warning("job log line dropped: database unavailable", error=type(exc).__name__)
+
+    async def _set_progress(self, job: ClaimedJob, fraction: float, message: str | None) -> None:
+        assert self._pool is not None
+        try:
+            async with self._pool.connection() as conn:
+                await transitions.set_progress(conn, job, fraction, message)
+        except RETRYABLE as exc:
+            # Progress is best effort during an outage, like job logs; the next report wins.
+            log.warning("job progress dropped: database unavailable", error=type(exc).__name__)
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -739,6 +769,11 @@ async def _close_quietly(conn: Conn | None) -> None:
         # Closing a connection the server already dropped may raise; there is nothing to do.
         with contextlib.suppress(Exception):
             await conn.close()
+
+
+def _formatted(exc: BaseException) -> str:
+    """The handler's traceback as Python prints it (cut to size when it is stored)."""
+    return "".join(traceback_module.format_exception(exc))
 
 
 def _result_problem(result: Any) -> str | None:

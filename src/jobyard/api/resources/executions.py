@@ -31,6 +31,11 @@ class ExecutionPublic(BaseModel):
     duration_ms: int | None
     error: str | None
     error_fingerprint: str | None
+    traceback: str | None = Field(
+        default=None,
+        description="The full traceback of a run whose handler raised (at most 16000 "
+        "characters; a longer one keeps its head and tail around a marker).",
+    )
 
 
 class LogPublic(BaseModel):

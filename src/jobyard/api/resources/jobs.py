@@ -60,6 +60,13 @@ class JobPublic(JobSummary):
     retry_override: dict[str, Any] | None = None
     lock_expires_at: datetime | None = None
     lease_lost_count: int = 0
+    progress: float | None = Field(
+        default=None, description="The handler's latest ctx.progress fraction, 0 to 1."
+    )
+    progress_message: str | None = Field(
+        default=None, description="The message of that progress report, if any."
+    )
+    progress_at: datetime | None = Field(default=None, description="When it was reported.")
 
 
 class ExecutionSummary(BaseModel):

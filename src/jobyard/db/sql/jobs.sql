@@ -260,7 +260,7 @@ WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)
 -- name: job_fail
 -- running → scheduled (retry at run_at) or dead_letter, fenced; records the finished run; copies
 -- a dead letter when the attempts are exhausted.
--- explain: {"id": "$job_id", "seq": 1, "next_status": "scheduled", "delay_s": 5.0, "error": "boom", "fingerprint": "f0", "outcome": "failed", "dlq_reason": "exhausted"}
+-- explain: {"id": "$job_id", "seq": 1, "next_status": "scheduled", "delay_s": 5.0, "error": "boom", "fingerprint": "f0", "outcome": "failed", "dlq_reason": "exhausted", "traceback": null}
 WITH held AS MATERIALIZED (
     -- The run's start, read before the UPDATE clears it; locked, so it is the newest version.
     SELECT j.id, j.worker_id, coalesce(j.started_at, j.claimed_at) AS started_at
@@ -284,11 +284,11 @@ WITH held AS MATERIALIZED (
     RETURNING j.*, h.worker_id AS run_worker_id, h.started_at AS run_started_at
 ), recorded AS (
     INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,
-                                finished_at, duration_ms, error, error_fingerprint)
+                                finished_at, duration_ms, error, error_fingerprint, traceback)
     SELECT f.id, f.execution_seq, f.attempt, f.run_worker_id, %(outcome)s::execution_outcome,
            f.run_started_at, coalesce(%(now)s, now()),
            greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - f.run_started_at) * 1000)::int),
-           %(error)s, %(fingerprint)s
+           %(error)s, %(fingerprint)s, %(traceback)s
     FROM failed f
 ), lettered AS (
     INSERT INTO dead_letter_jobs (project_id, queue_id, job_id, handler, payload, priority, reason,

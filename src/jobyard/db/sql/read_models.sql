@@ -97,13 +97,13 @@ WITH job AS (
 )
 SELECT r.* FROM (
     SELECT e.id, e.job_id, e.execution_seq, e.attempt, e.worker_id, e.outcome, e.attempt_charged,
-           e.started_at, e.finished_at, e.duration_ms, e.error, e.error_fingerprint
+           e.started_at, e.finished_at, e.duration_ms, e.error, e.error_fingerprint, e.traceback
     FROM job_executions e JOIN job ON e.job_id = job.id
     WHERE (%(after_seq)s::int IS NULL OR e.execution_seq > %(after_seq)s::int)
     UNION ALL
     SELECT NULL::bigint, job.id, job.execution_seq, job.attempt, job.worker_id,
            NULL::execution_outcome, true, job.started_at, NULL::timestamptz, NULL::int,
-           NULL::text, NULL::text
+           NULL::text, NULL::text, NULL::text
     FROM job
     WHERE job.status IN ('claimed', 'running')
       AND (%(after_seq)s::int IS NULL OR job.execution_seq > %(after_seq)s::int)
