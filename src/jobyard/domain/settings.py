@@ -21,7 +21,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("JOBYARD_DATABASE_URL", "DATABASE_URL")
     )
-    data_dir: Path = Path(".jobyard")
+    # Unset: the project's .jobyard/ directory, found upward from the current one (db/locate.py).
+    data_dir: Path | None = None
     secret_key: SecretStr = SecretStr(DEV_SECRET)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
@@ -57,10 +58,6 @@ class Settings(BaseSettings):
     retention_jobs_s: float = Field(default=7 * 86400.0, gt=0)
     retention_heartbeats_s: float = Field(default=86400.0, gt=0)
     retention_batch: int = Field(default=5000, ge=1, le=100_000)
-
-    @property
-    def pgdata(self) -> Path:
-        return self.data_dir / "pgdata"
 
     @model_validator(mode="after")
     def _refuse_dev_secret_in_prod(self) -> Settings:
