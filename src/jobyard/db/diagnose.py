@@ -21,6 +21,14 @@ _SCHEMES: Final = ("postgresql", "postgres")
 URL_SHAPE: Final = "postgresql://user:password@host:5432/database"
 
 
+class ConnectFailed(DatabaseUnavailable, psycopg.OperationalError):
+    """A connection attempt failed; the message names the server and the fix.
+
+    Also a psycopg OperationalError, so code that retries on connection errors (the worker's
+    reconnect loops) keeps treating it as one, while SDK users catch `DatabaseUnavailable`.
+    """
+
+
 @dataclass(frozen=True)
 class Target:
     """What a URL points at, for messages (never the password)."""
@@ -74,13 +82,15 @@ def probe(
     conn.close()
 
 
-def explain(exc: BaseException, where: Target, source: str = "JOBYARD_DATABASE_URL") -> Exception:
+def explain(
+    exc: BaseException, where: Target, source: str = "JOBYARD_DATABASE_URL"
+) -> DatabaseUnavailable:
     """The domain error for a failed connection attempt to `where`."""
     text = str(exc)
     lowered = text.lower()
     fix_url = f"fix {source}"
     if "does not exist" in lowered and "database" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f'database "{where.database}" does not exist on {_server(where)}: create it '
             f"(createdb {_createdb_flags(where)}{where.database}) or {fix_url}",
             target=str(where),
@@ -90,26 +100,26 @@ def explain(exc: BaseException, where: Target, source: str = "JOBYARD_DATABASE_U
         "role" in lowered and "does not exist" in lowered
     ):
         why = "no such user" if "does not exist" in lowered else "wrong password"
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"authentication failed for user {where.user or '(default)'!r} at {where} ({why}): "
             f"check the user and password in {source}",
             target=str(where),
             reason="auth_failed",
         )
     if "no password supplied" in lowered or "authentication" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"{where} asks for a password: put it in {source} ({URL_SHAPE})",
             target=str(where),
             reason="auth_failed",
         )
     if "failed to resolve host" in lowered or "could not translate host name" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"cannot resolve host {where.host!r} ({where}): check the host in {source}",
             target=str(where),
             reason="unknown_host",
         )
     if "connection refused" in lowered or "no such file or directory" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"nothing accepts connections at {where}: start PostgreSQL there or {fix_url} "
             "(wrong host or port?)",
             target=str(where),
@@ -117,27 +127,27 @@ def explain(exc: BaseException, where: Target, source: str = "JOBYARD_DATABASE_U
             transient=True,
         )
     if "timeout" in lowered or "timed out" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"no answer from {where}: is the host reachable and the port open? ({fix_url})",
             target=str(where),
             reason="timeout",
             transient=True,
         )
     if "starting up" in lowered or "shutting down" in lowered or "recovery" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"PostgreSQL at {where} is starting or stopping; try again in a moment",
             target=str(where),
             reason="starting",
             transient=True,
         )
     if "ssl negotiation" in lowered or "closed the connection unexpectedly" in lowered:
-        return DatabaseUnavailable(
+        return ConnectFailed(
             f"something answers at {where} but it is not PostgreSQL: check the port in {source}",
             target=str(where),
             reason="not_postgres",
         )
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return DatabaseUnavailable(
+    return ConnectFailed(
         f"cannot connect to {where}: {first.removeprefix('connection failed: ')} ({fix_url})",
         target=str(where),
         reason="other",
