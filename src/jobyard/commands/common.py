@@ -17,13 +17,14 @@ from typing import Annotated, Any, Final, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperOption
 
 from jobyard.db import diagnose
 from jobyard.db.locate import locate
 from jobyard.db.pool import CONNECTION_ERRORS, Conn, connect
 from jobyard.db.resolve import Resolved, resolve
-from jobyard.domain.errors import DatabaseUnavailable, JobyardError
+from jobyard.domain.errors import ConfigurationError, DatabaseUnavailable, JobyardError
 from jobyard.domain.settings import Settings
 from jobyard.logs import configure_logging
 
@@ -64,9 +65,9 @@ def typer_app(help_text: str, **kwargs: Any) -> typer.Typer:
 
 def fail(message: str, hint: str | None = None, code: int = 2) -> typer.Exit:
     """Print a one-line error (and how to fix it) and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     if hint:
-        err.print(f"[dim]hint:[/] {hint}", highlight=False, soft_wrap=True)
+        err.print(f"[dim]hint:[/] {escape(hint)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -96,8 +97,11 @@ def load_settings(**overrides: object) -> Settings:
         field = ".".join(str(p) for p in first["loc"]) or "settings"
         raise fail(
             f"invalid configuration for {field}: {first['msg']}",
-            "check the JOBYARD_* environment variables (see docs/CONFIGURATION.md)",
+            "check the JOBYARD_* environment variables and [tool.jobyard] in pyproject.toml "
+            "(see docs/CONFIGURATION.md)",
         ) from None
+    except ConfigurationError as exc:
+        raise fail(exc.message, "see docs/CONFIGURATION.md") from None
     configure_logging(settings.log_level, settings.log_format)
     return settings
 
