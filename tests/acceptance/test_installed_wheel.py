@@ -9,12 +9,10 @@ takes about a second and works offline once `make install` has run.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import tarfile
 import tempfile
 import textwrap
@@ -26,10 +24,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests import installed
+
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-UV = REPO / ".tools" / "bin" / "uv"
+REPO = installed.REPO
 # What must ship for jobyard to run at all (a glob each, relative to the package).
 RUNTIME_FILES = [
     "jobyard/db/sql/jobs.sql",
@@ -78,7 +77,7 @@ print(shout.defer_sync(word="hello"))
 def dist() -> Iterator[Path]:
     out = Path(tempfile.mkdtemp(prefix="jy-dist-"))
     try:
-        _run([str(UV), "build", "--out-dir", str(out), "-q"], cwd=REPO)
+        installed.build(out)
         yield out
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -87,24 +86,10 @@ def dist() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def project(dist: Path) -> Iterator[Path]:
     """A user's project outside the repository, with jobyard installed from the wheel."""
-    # The embedded server runs as another user when we are root: the directory must be
-    # readable by it (pytest's own tmp_path is 0700).
-    root = Path(tempfile.mkdtemp(prefix="jy-user-", dir="/tmp"))
-    root.chmod(0o755)
+    root = installed.user_dir("jy-user-")
     try:
         (wheel,) = dist.glob("*.whl")
-        reqs = root / "requirements.txt"
-        _run(
-            [str(UV), "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes",
-             "-q", "-o", str(reqs)],
-            cwd=REPO,
-        )  # fmt: skip
-        _run([str(UV), "venv", "-q", str(root / "venv"), "--python", sys.executable], cwd=root)
-        install = [str(UV), "pip", "install", "-q", "--python", str(root / "venv" / "bin" / "python"),
-                   "-r", str(reqs), str(wheel)]  # fmt: skip
-        # The cache that `make install` filled has every locked version: no network needed.
-        if subprocess.run([*install, "--offline"], cwd=root, capture_output=True).returncode:
-            _run(install, cwd=root)
+        installed.install(wheel, root / "venv")
         shop = root / "shop"
         (shop / "scripts").mkdir(parents=True)
         (shop / "pyproject.toml").write_text(
@@ -114,9 +99,7 @@ def project(dist: Path) -> Iterator[Path]:
         (shop / "defer_jobs.py").write_text(textwrap.dedent(DEFER))
         yield shop
     finally:
-        bin_dir = root / "venv" / "bin"
-        if (bin_dir / "jobyard").exists():
-            subprocess.run([str(bin_dir / "jobyard"), "db", "stop"], cwd=root / "shop", env=_env(root / "shop"), capture_output=True)  # fmt: skip
+        installed.stop_embedded(root / "venv", root / "shop")
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -192,18 +175,7 @@ def test_a_new_project_defers_runs_and_lists_jobs(project: Path) -> None:
 
 
 def _env(project: Path) -> dict[str, str]:
-    """A user's shell: no repository on the path, no jobyard settings of the test suite."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBYARD_", "PYTHON"))}
-    env.pop("DATABASE_URL", None)
-    env.pop("VIRTUAL_ENV", None)
-    env["PATH"] = f"{project.parent / 'venv' / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
-    env["JOBYARD_LOG_FORMAT"] = "console"
-    return env
+    return installed.user_env(project.parent / "venv")
 
 
-def _run(args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, (
-        f"{args} exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
-    )
-    return result.stdout + result.stderr
+_run = installed.run

@@ -180,3 +180,4 @@ def seed_cmd(data_dir: DataDir = None) -> None:
     with clear_errors(), connect_sync(url, autocommit=True) as conn:
         result = seed_demo(conn)
     out.print(f"seeded project {result.project_id}; {result.jobs_added} sample jobs added")
+    out.print(f"login: {result.user_email} / {result.user_password}", highlight=False)
