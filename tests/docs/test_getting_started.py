@@ -231,7 +231,7 @@ def test_the_page_parses_into_the_steps_it_shows() -> None:
     titles = [s.title for s in steps if isinstance(s, Step) and s.title]
     assert titles[:3] == ["tasks.py", "defer_jobs.py", "checkout.py"]
     assert [s.directive for s in steps if isinstance(s, Standalone)] == [
-        "stop worker", "wait-http /readyz", "stop api",
+        "stop worker", "stop scheduler", "wait-http /readyz", "stop api",
     ]  # fmt: skip
     assert any(isinstance(s, Step) and "background worker" in s.directives for s in steps)
 
