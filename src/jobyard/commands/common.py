@@ -102,6 +102,9 @@ def load_settings(**overrides: object) -> Settings:
         ) from None
     except ConfigurationError as exc:
         raise fail(exc.message, "see docs/CONFIGURATION.md") from None
+    if "log_format" not in settings.model_fields_set and err.is_terminal:
+        # A person at a terminal reads lines, not JSON; set JOBYARD_LOG_FORMAT to choose.
+        settings = settings.model_copy(update={"log_format": "console"})
     configure_logging(settings.log_level, settings.log_format)
     return settings
 
