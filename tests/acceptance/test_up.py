@@ -66,6 +66,8 @@ async def test_ctrl_c_in_a_terminal_drains_every_process_to_exit_0(db_url: str, 
     assert code == 0, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     assert "second signal" not in text  # one Ctrl-C is one graceful stop, not "exit at once"
+    # Which database, said once by `up` (its children do not repeat it); issue 11.
+    assert text.count("database: ") == 1 and "(from JOBYARD_DATABASE_URL)" in text, text[:2000]
     for child in ("scheduler", "api", "worker"):
         assert f'"child": "{child}", "code": 0' in text, (child, text[-3000:])
     statuses = await scalar(conn, "SELECT string_agg(DISTINCT status::text, ',') FROM workers")

@@ -16,13 +16,13 @@ def cli(db_url: str) -> CliRunner:
 
 
 def test_enqueue_prints_the_job_id_and_status_and_jobs_lists_it(cli: CliRunner) -> None:
-    now = cli.invoke(app, ["enqueue", "noop"])
+    now = cli.invoke(app, ["enqueue", "noop", "--create-queue"])
     assert now.exit_code == 0, now.output
     assert now.output.strip() == "job 1 queued"
     later = cli.invoke(
         app,
         ["enqueue", "sleep", "--queue", "reports", "--payload", '{"seconds": 2}',
-         "--delay", "5m", "--priority", "3", "--idempotency-key", "nightly"],
+         "--delay", "5m", "--priority", "3", "--idempotency-key", "nightly", "--create-queue"],
     )  # fmt: skip
     assert later.exit_code == 0, later.output
     assert later.output.strip() == "job 2 scheduled"
@@ -43,10 +43,16 @@ def test_enqueue_prints_the_job_id_and_status_and_jobs_lists_it(cli: CliRunner) 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["enqueue", "noop", "--payload", "{oops"], "--payload is not valid JSON"),
-        (["enqueue", "noop", "--delay", "soon"], "--delay must be a duration like 5s"),
-        (["enqueue", "noop", "--queue", "bad queue"], "queue"),
-        (["enqueue", "noop", "--payload", '{"x": "' + "y" * 70_000 + '"}'], "64 KB"),
+        (
+            ["enqueue", "noop", "--payload", "{oops", "--create-queue"],
+            "--payload is not valid JSON",
+        ),
+        (["enqueue", "noop", "--delay", "soon", "--create-queue"], "--delay must be a duration"),
+        (["enqueue", "noop", "--queue", "bad queue", "--create-queue"], "queue"),
+        (
+            ["enqueue", "noop", "--create-queue", "--payload", '{"x": "' + "y" * 70_000 + '"}'],
+            "64 KB",
+        ),
         (["jobs", "--status", "sleeping"], "--status must be one of"),
         (["worker", "--app", "no_colon_here"], "--app must look like 'package.module:app'"),
         (["worker", "--app", "not_a_module_xyz:app"], "cannot import module 'not_a_module_xyz'"),
@@ -65,7 +71,7 @@ def test_bad_input_gets_a_clear_error_without_a_traceback(
 
 
 def test_bad_json_hint_shows_how_to_quote_it(cli: CliRunner) -> None:
-    result = cli.invoke(app, ["enqueue", "noop", "--payload", "{seconds: 2}"])
+    result = cli.invoke(app, ["enqueue", "noop", "--payload", "{seconds: 2}", "--create-queue"])
     assert """--payload '{"seconds": 2}'""" in result.output
 
 

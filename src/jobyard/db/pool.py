@@ -10,7 +10,8 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from jobyard.db import embedded
+from jobyard.db import diagnose
+from jobyard.db.resolve import resolve
 from jobyard.domain.settings import Settings
 
 Conn: TypeAlias = psycopg.AsyncConnection[DictRow]
@@ -25,22 +26,34 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def resolve_database_url(settings: Settings) -> str:
-    """The configured server, or the embedded one (started on demand) when none is set."""
-    if settings.database_url:
-        return settings.database_url
-    return embedded.start(settings.pgdata)
+def resolve_database_url(settings: Settings, *, check_schema: bool = True) -> str:
+    """The database the rule of `db/locate.py` finds: the configured server (checked: reachable,
+    schema at head) or the embedded one (started and migrated on demand). Errors are one-line
+    `ConfigurationError` / `DatabaseUnavailable` messages (db/diagnose.py)."""
+    return resolve(settings, check_schema=check_schema).url
 
 
 async def connect(url: str, *, autocommit: bool = False, application_name: str = "jobyard") -> Conn:
-    conn: Conn = await psycopg.AsyncConnection.connect(
-        url, autocommit=autocommit, row_factory=dict_row, application_name=application_name
-    )
+    """A connection; a failure raises diagnose.ConnectFailed (a DatabaseUnavailable that is
+    also a psycopg.OperationalError) naming host:port/database and the fix."""
+    where = diagnose.target(url, "the database URL")
+    try:
+        conn: Conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=autocommit, row_factory=dict_row, application_name=application_name
+        )
+    except psycopg.OperationalError as exc:
+        raise diagnose.explain(exc, where, "the database URL") from exc
     return conn
 
 
 def connect_sync(url: str, *, autocommit: bool = True) -> SyncConn:
-    conn: SyncConn = psycopg.Connection.connect(url, autocommit=autocommit, row_factory=dict_row)
+    where = diagnose.target(url, "the database URL")
+    try:
+        conn: SyncConn = psycopg.Connection.connect(
+            url, autocommit=autocommit, row_factory=dict_row
+        )
+    except psycopg.OperationalError as exc:
+        raise diagnose.explain(exc, where, "the database URL") from exc
     return conn
 
 

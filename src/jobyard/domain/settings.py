@@ -5,11 +5,19 @@ Built once by the CLI or an app factory and passed down; never a module global.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from jobyard.domain.errors import ConfigurationError
 
 DEV_SECRET = "jobyard-dev-secret-change-me-0123456789abcdef"  # noqa: S105 - refused outside dev/test
 
@@ -21,7 +29,8 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, validation_alias=AliasChoices("JOBYARD_DATABASE_URL", "DATABASE_URL")
     )
-    data_dir: Path = Path(".jobyard")
+    # Unset: the project's .jobyard/ directory, found upward from the current one (db/locate.py).
+    data_dir: Path | None = None
     secret_key: SecretStr = SecretStr(DEV_SECRET)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
@@ -58,9 +67,20 @@ class Settings(BaseSettings):
     retention_heartbeats_s: float = Field(default=86400.0, gt=0)
     retention_batch: int = Field(default=5000, ge=1, le=100_000)
 
-    @property
-    def pgdata(self) -> Path:
-        return self.data_dir / "pgdata"
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then JOBYARD_* variables, then the project's `[tool.jobyard]` table."""
+        found = tool_jobyard(Path.cwd())
+        if found is None:
+            return (init_settings, env_settings)
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, found[1]))
 
     @model_validator(mode="after")
     def _refuse_dev_secret_in_prod(self) -> Settings:
@@ -75,3 +95,39 @@ class Settings(BaseSettings):
         if self.pool_min_size > self.pool_max_size:
             raise ValueError("pool_min_size must not exceed pool_max_size")
         return self
+
+
+# Keys a project may set in pyproject.toml's [tool.jobyard]: what belongs to the code base.
+# Secrets and the server URL stay in the environment (a committed file is no place for them).
+TOOL_KEYS = frozenset(
+    {"project", "data_dir", "env", "log_level", "log_format", "worker_concurrency", "api_port"}
+)
+
+
+def tool_jobyard(start: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The nearest pyproject.toml above `start` with a [tool.jobyard] table, and its values
+    (data_dir made absolute against the file's directory). None when there is none."""
+    for directory in (start.resolve(), *start.resolve().parents):
+        path = directory / "pyproject.toml"
+        if not path.is_file():
+            continue
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("jobyard")
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigurationError(f"cannot read {path}: {exc}") from None
+        if table is None:
+            continue
+        if not isinstance(table, dict):
+            raise ConfigurationError(f"{path}: [tool.jobyard] must be a table")
+        unknown = sorted(set(table) - TOOL_KEYS)
+        if unknown:
+            raise ConfigurationError(
+                f"{path}: [tool.jobyard] does not take {', '.join(unknown)} "
+                f"(it takes {', '.join(sorted(TOOL_KEYS))}; the database URL and secrets "
+                "go in JOBYARD_* environment variables)"
+            )
+        values = dict(table)
+        if isinstance(values.get("data_dir"), str):
+            values["data_dir"] = str(directory / values["data_dir"])
+        return path, values
+    return None

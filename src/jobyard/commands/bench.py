@@ -1,0 +1,109 @@
+"""`jobyard bench`: enqueue, drain and pickup latency, optionally against PgQueuer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from jobyard.commands.common import DataDir, err, exit_code, fail, load_settings
+from jobyard.db import embedded
+from jobyard.db.locate import data_dir as data_dir_of
+from jobyard.db.pool import CONNECTION_ERRORS
+from jobyard.domain.errors import JobyardError
+
+root = typer.Typer()
+
+
+@root.command("bench")
+def bench_cmd(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object of the key numbers only.")
+    ] = False,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Tiny sizes (a smoke run); writes no report.")
+    ] = False,
+    runs: Annotated[
+        int | None, typer.Option("--runs", min=1, max=10, help="Repeat; report medians.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Report file (default docs/BENCHMARKS.md; none if --quick)."),
+    ] = None,
+    reference_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="PgQueuer's numbers measured on this machine by `make bench-peers` "
+            "(.jobyard/peers/pgqueuer.json) for the PgQueuer column and ratios; "
+            "default: the figures quoted in the issue.",
+        ),
+    ] = None,
+    peer_command: Annotated[
+        str | None,
+        typer.Option(
+            "--peer-command",
+            help="Run this peer benchmark (it prints one JSON object like `make bench-peers` "
+            "writes) once before each of jobyard's runs, and compare against the median of its "
+            "runs: both meet the same load of a shared host. `make bench` passes "
+            "'benchmarks/peers/pgqueuer/run.sh --runs 1'.",
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
+    from jobyard.benchmarks import harness, reference, report  # loads only for this command
+
+    settings = load_settings(data_dir=data_dir)
+    # Checked before minutes of benchmarking, not after.
+    peer = reference.QUOTED
+    interleaved: reference.PeerCommand | None = None
+    try:
+        if reference_file is not None and peer_command is not None:
+            raise reference.ReferenceFileError(
+                "--reference and --peer-command both name the PgQueuer column",
+                "use one: --peer-command measures it now, --reference reads an earlier result",
+            )
+        if reference_file is not None:
+            peer = reference.load(reference_file)
+        if peer_command is not None:
+            interleaved = reference.PeerCommand(peer_command)
+    except reference.ReferenceFileError as exc:
+        raise fail(exc.message, exc.hint) from None
+    before_run = interleaved.run_once if interleaved is not None else None
+    # A dedicated embedded server with PostgreSQL's durable defaults, apart from the demo's.
+    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    sizes = harness.QUICK if quick else harness.FULL
+    target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
+    try:
+        if as_json:
+            result = harness.run_bench(admin_url, sizes, runs or 1, lambda _: None, before_run)
+        else:
+            with err.status("benchmarking…") as status:
+
+                def progress(message: str) -> None:
+                    status.update(message + "…")
+                    err.print(f"[dim]·[/] {message}")
+
+                result = harness.run_bench(
+                    admin_url, sizes, runs or (1 if quick else 3), progress, before_run
+                )
+        if interleaved is not None:
+            peer = interleaved.reference()
+    except reference.ReferenceFileError as exc:
+        raise fail(exc.message, exc.hint) from None
+    except JobyardError as exc:
+        raise fail(exc.message, code=exit_code(exc)) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"lost the database connection ({type(exc).__name__})", "is it up?", 1) from None
+    if target is not None:
+        report.write_report(result, target, peer)
+    if as_json:
+        print(json.dumps(result.json_object()))
+        return
+    err.print(report.summary_table(result, peer))
+    err.print(f"{peer.label} column: {peer.source}")
+    if target is not None:
+        err.print(f"wrote {target}")

@@ -1,0 +1,152 @@
+"""Day-to-day commands (issue 11, point 7): jobs show/cancel, queues list/pause/resume,
+dlq list/replay, enqueue to an unknown queue, and `--help` without `<bool>` noise."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from jobyard.cli import app
+from jobyard.core import enqueue, projects
+from jobyard.db.pool import Conn
+from jobyard.domain.ids import ProjectId
+from jobyard.domain.schemas import JobCreate
+from tests.api.engine_helpers import dead_letter, make_worker
+from tests.worker.helpers import PROJECT, rows
+
+
+@pytest.fixture
+def cli(db_url: str) -> CliRunner:
+    return CliRunner(
+        env={"JOBYARD_DATABASE_URL": db_url, "JOBYARD_PROJECT": PROJECT, "COLUMNS": "200"}
+    )
+
+
+async def _project(conn: Conn, *queues: str) -> ProjectId:
+    pid = await projects.resolve_project(conn, PROJECT, create=True)
+    await projects.ensure_queues(conn, pid, list(queues or ("default",)))
+    return pid
+
+
+async def invoke(cli: CliRunner, args: list[str]) -> Result:
+    """The CLI runs its own event loop (asyncio.run), so it runs in a thread beside the test's."""
+    return await asyncio.to_thread(cli.invoke, app, args)
+
+
+def _ok(result: object) -> str:
+    output: str = result.output  # type: ignore[attr-defined]
+    assert result.exit_code == 0, output  # type: ignore[attr-defined]
+    assert "Traceback" not in output
+    return output
+
+
+def _refused(result: object, code: int = 2) -> str:
+    output: str = result.output  # type: ignore[attr-defined]
+    assert result.exit_code == code, output  # type: ignore[attr-defined]
+    assert "Traceback" not in output
+    return output
+
+
+async def test_jobs_show_prints_status_runs_error_and_logs(cli: CliRunner, conn: Conn) -> None:
+    pid = await _project(conn)
+    worker = await make_worker(conn, pid)
+    await dead_letter(conn, pid, worker, handler="charge", error="card 4242 declined")
+    (job,) = await rows(conn, "SELECT id FROM jobs")
+    await conn.execute(
+        "INSERT INTO job_logs (job_id, execution_seq, level, message, fields) "
+        "VALUES (%s, 1, 'info', 'charging', '{\"amount\": 5}')",
+        (job["id"],),
+    )
+    out = _ok(await invoke(cli, ["jobs", "show", str(job["id"])]))
+    assert f"job {job['id']}  charge  on queue default  — dead_letter" in out
+    assert "attempt 1/1" in out
+    assert "last error: CardError: card 4242 declined" in out
+    assert re.search(r"#1 attempt 1  failed .*worker", out), out
+    assert "    error: CardError: card 4242 declined" in out
+    assert "charging" in out and '"amount": 5' in out
+
+
+async def test_jobs_show_unknown_id_says_how_to_find_one(cli: CliRunner, conn: Conn) -> None:
+    await _project(conn)
+    out = _refused(await invoke(cli, ["jobs", "show", "999"]))
+    assert "job 999 does not exist in this project" in out and "jobyard jobs" in out
+
+
+async def test_jobs_cancel_cancels_a_queued_job_once(cli: CliRunner, conn: Conn) -> None:
+    pid = await _project(conn)
+    result = await enqueue.enqueue(conn, pid, JobCreate(queue="default", handler="noop"))
+    job_id = result.job["id"]
+    assert _ok(await invoke(cli, ["jobs", "cancel", str(job_id)])).strip() == (
+        f"job {job_id} cancelled"
+    )
+    (row,) = await rows(conn, "SELECT status FROM jobs WHERE id = %s", job_id)
+    assert row["status"] == "cancelled"
+    again = _refused(await invoke(cli, ["jobs", "cancel", str(job_id)]))
+    assert f"job {job_id} is already cancelled" in again
+    missing = _refused(await invoke(cli, ["jobs", "cancel", "4242"]))
+    assert "job 4242 does not exist" in missing
+
+
+async def test_queues_list_pause_resume(cli: CliRunner, conn: Conn) -> None:
+    await _project(conn, "default", "emails")
+    listed = _ok(await invoke(cli, ["queues", "list"]))
+    assert "default" in listed and "emails" in listed and "paused" not in listed
+    assert _ok(await invoke(cli, ["queues", "pause", "emails"])).strip() == "queue emails paused"
+    (row,) = await rows(conn, "SELECT is_paused FROM queues WHERE name = 'emails'")
+    assert row["is_paused"] is True
+    assert "paused" in _ok(await invoke(cli, ["queues", "list"]))
+    assert _ok(await invoke(cli, ["queues", "resume", "emails"])).strip() == "queue emails resumed"
+    (row,) = await rows(conn, "SELECT is_paused FROM queues WHERE name = 'emails'")
+    assert row["is_paused"] is False
+    unknown = _refused(await invoke(cli, ["queues", "pause", "nope"]))
+    assert "no queue named 'nope'; known queues: default, emails" in unknown
+
+
+async def test_dlq_list_and_replay(cli: CliRunner, conn: Conn) -> None:
+    pid = await _project(conn)
+    worker = await make_worker(conn, pid)
+    dlq_id = await dead_letter(conn, pid, worker, handler="charge", error="card 4242 declined")
+    listed = _ok(await invoke(cli, ["dlq", "list"]))
+    assert "charge" in listed and "card 4242 declined" in listed
+    replayed = _ok(await invoke(cli, ["dlq", "replay", str(dlq_id)]))
+    match = re.search(rf"dead letter {dlq_id} replayed as job (\d+) \(queued\)", replayed)
+    assert match, replayed
+    (row,) = await rows(conn, "SELECT status, handler FROM jobs WHERE id = %s", int(match[1]))
+    assert row == {"status": "queued", "handler": "charge"}
+    assert f"as job {match[1]}" in _ok(await invoke(cli, ["dlq", "list"]))
+    missing = _refused(await invoke(cli, ["dlq", "replay", "777"]))
+    assert "dead letter 777 does not exist" in missing and "jobyard dlq list" in missing
+
+
+async def test_enqueue_refuses_an_unknown_queue_and_lists_the_known_ones(
+    cli: CliRunner, conn: Conn
+) -> None:
+    """Issue 11: the CLI created an unknown queue silently; its job then waited forever."""
+    await _project(conn, "default", "emails")
+    out = _refused(await invoke(cli, ["enqueue", "noop", "--queue", "emial"]))
+    assert "queue 'emial' does not exist" in out
+    assert "known queues: default, emails" in out and "--create-queue" in out
+    assert await rows(conn, "SELECT id FROM jobs") == []
+    assert len(await rows(conn, "SELECT id FROM queues")) == 2
+    created = _ok(await invoke(cli, ["enqueue", "noop", "--queue", "emial", "--create-queue"]))
+    assert created.strip() == "job 1 queued"
+
+
+def test_enqueue_into_a_database_without_the_project_says_what_to_do(cli: CliRunner) -> None:
+    out = _refused(cli.invoke(app, ["enqueue", "noop"]))
+    assert f"project {PROJECT!r} does not exist" in out and "--create-queue" in out
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[], ["jobs"], ["jobs", "show"], ["db", "reset"], ["enqueue"], ["demo"], ["worker"],
+     ["queues", "pause"], ["dlq", "replay"], ["migrate"]],
+)  # fmt: skip
+def test_help_shows_no_bool_noise(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    assert "--help" in result.output
