@@ -13,6 +13,7 @@ from jobyard.cli import app
 from jobyard.db.locate import find_data_dir, locate
 from jobyard.db.migrate import head_revision
 from jobyard.db.resolve import head_revision as fast_head_revision
+from jobyard.domain.errors import ConfigurationError
 from jobyard.domain.settings import Settings
 
 
@@ -91,3 +92,34 @@ def test_db_status_names_the_same_database_from_every_subdirectory(
 def test_the_fast_head_revision_matches_alembic() -> None:
     """Commands read the head from the version files (no Alembic import at start)."""
     assert fast_head_revision() == head_revision()
+
+
+def test_tool_jobyard_in_pyproject_sets_defaults_the_environment_overrides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "shop"\n\n[tool.jobyard]\nproject = "acme/shop"\ndata_dir = "var/jy"\n'
+    )
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path / "src")
+    for name in ("JOBYARD_PROJECT", "JOBYARD_DATA_DIR", "JOBYARD_DATABASE_URL", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings()
+    assert settings.project == "acme/shop"
+    assert locate(settings).pgdata == tmp_path / "var" / "jy" / "pgdata"
+    monkeypatch.setenv("JOBYARD_PROJECT", "other/one")
+    assert Settings().project == "other/one"
+
+
+def test_tool_jobyard_refuses_the_database_url_and_unknown_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.jobyard]\ndatabase_url = "postgresql://u:pw@db/app"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"does not take database_url .*environment"):
+        Settings()
+    result = CliRunner().invoke(app, ["jobs"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "[tool.jobyard] does not take database_url" in result.output
+    assert "Traceback" not in result.output and "pw@" not in result.output
