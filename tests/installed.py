@@ -74,3 +74,22 @@ def stop_embedded(venv: Path, cwd: Path) -> None:
             capture_output=True,
             timeout=120,
         )
+    # The page's test (jobyard.testing) starts its own embedded server in .jobyard/test-pgdata.
+    if (cwd / ".jobyard" / "test-pgdata").is_dir():
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                _STOP_TEST_SERVER,
+                str(cwd / ".jobyard" / "test-pgdata"),
+            ],
+            cwd=cwd,
+            env=user_env(venv),
+            capture_output=True,
+            timeout=120,
+        )
+
+
+_STOP_TEST_SERVER = (
+    "import sys, pathlib; from jobyard.db import embedded; embedded.stop(pathlib.Path(sys.argv[1]))"
+)
