@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from jobyard.api.docs import OPENAPI_PATH, mount_docs
 from jobyard.api.errors import install_error_handlers
+from jobyard.api.headers import SecurityHeadersMiddleware
 from jobyard.api.health import mount_health
 from jobyard.api.middleware import RequestIdMiddleware
 from jobyard.api.routes import all_routes, mount_routes
@@ -69,6 +70,8 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
     app.state.schema_head = migrate.head_revision()
     install_error_handlers(app)
     app.add_middleware(RequestIdMiddleware)
+    # Added last, so outermost: even the 500 envelope of RequestIdMiddleware gets the headers.
+    app.add_middleware(SecurityHeadersMiddleware)
     mount_routes(app, all_routes())
     mount_health(app)
     mount_docs(app)

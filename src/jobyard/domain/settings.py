@@ -29,8 +29,10 @@ class Settings(BaseSettings):
     pool_min_size: int = Field(default=1, ge=1, le=100)
     pool_max_size: int = Field(default=10, ge=1, le=200)
 
-    # When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it is public.
+    # GET /metrics needs `Authorization: Bearer <metrics_token>`; with no token it is refused
+    # to everyone unless metrics_public opens it (it names every tenant's orgs and queues).
     metrics_token: SecretStr | None = None
+    metrics_public: bool = False
 
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
