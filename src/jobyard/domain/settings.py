@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = None
     metrics_public: bool = False
 
+    # Comma-separated proxy addresses (or "*") whose X-Forwarded-For/-Proto the API believes;
+    # unset, proxy headers are ignored and the client IP is the socket peer.
+    forwarded_allow_ips: str | None = None
+
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
 
