@@ -308,11 +308,14 @@ def api_cmd(
 
     settings = load_settings(data_dir=data_dir, api_host=host, api_port=port)
     url = resolve_database_url(settings)
-    run_api(
-        settings.model_copy(update={"database_url": url}),
-        host=settings.api_host,
-        port=settings.api_port,
-    )
+    try:
+        run_api(
+            settings.model_copy(update={"database_url": url}),
+            host=settings.api_host,
+            port=settings.api_port,
+        )
+    except ConfigurationError as exc:
+        raise fail(exc.message, "see JOBYARD_SECRET_KEY in docs/CONFIGURATION.md") from None
 
 
 # ----------------------------------------------------------------------------- worker

@@ -15,6 +15,7 @@ from jobyard.api.headers import SecurityHeadersMiddleware
 from jobyard.api.health import mount_health
 from jobyard.api.middleware import RequestIdMiddleware
 from jobyard.api.routes import all_routes, mount_routes
+from jobyard.api.secret import resolve_secret_key
 from jobyard.core.auth import SigningKeys
 from jobyard.db import migrate
 from jobyard.db.pool import Pool, open_pool, resolve_database_url
@@ -65,7 +66,7 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.keys = SigningKeys.derive(settings.secret_key.get_secret_value())
+    app.state.keys = SigningKeys.derive(resolve_secret_key(settings))
     app.state.pool = pool
     app.state.schema_head = migrate.head_revision()
     install_error_handlers(app)

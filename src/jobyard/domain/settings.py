@@ -11,8 +11,6 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEV_SECRET = "jobyard-dev-secret-change-me-0123456789abcdef"  # noqa: S105 - refused outside dev/test
-
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBYARD_", extra="ignore", frozen=True)
@@ -22,7 +20,9 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("JOBYARD_DATABASE_URL", "DATABASE_URL")
     )
     data_dir: Path = Path(".jobyard")
-    secret_key: SecretStr = SecretStr(DEV_SECRET)
+    # Unset: the API generates one on first start and keeps it in data_dir (api/secret.py);
+    # `prod` refuses to start without it.
+    secret_key: SecretStr | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
 
@@ -69,12 +69,10 @@ class Settings(BaseSettings):
         return self.data_dir / "pgdata"
 
     @model_validator(mode="after")
-    def _refuse_dev_secret_in_prod(self) -> Settings:
-        if self.env == "prod" and self.secret_key.get_secret_value() == DEV_SECRET:
-            raise ValueError(
-                "JOBYARD_SECRET_KEY must be set to a private value when JOBYARD_ENV=prod"
-            )
-        if self.env == "prod" and len(self.secret_key.get_secret_value()) < 32:
+    def _refuse_weak_secret(self) -> Settings:
+        if self.env == "prod" and self.secret_key is None:
+            raise ValueError("JOBYARD_SECRET_KEY must be set when JOBYARD_ENV=prod")
+        if self.secret_key is not None and len(self.secret_key.get_secret_value()) < 32:
             raise ValueError("JOBYARD_SECRET_KEY must be at least 32 characters")
         if self.heartbeat_interval_s >= self.lease_s:
             raise ValueError("heartbeat_interval_s must be shorter than lease_s")
