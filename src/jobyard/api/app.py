@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
+from jobyard.api.delivery import Deliver, load_delivery
 from jobyard.api.docs import OPENAPI_PATH, mount_docs
 from jobyard.api.errors import install_error_handlers
 from jobyard.api.headers import SecurityHeadersMiddleware
@@ -32,9 +33,12 @@ and send `Authorization: Bearer <access_token>`, or use a project API key
 """
 
 
-def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, *, pool: Pool | None = None, deliver: Deliver | None = None
+) -> FastAPI:
     """The FastAPI app. With `pool=None` the lifespan opens (and closes) one for the configured
-    database; a given pool is used as is and left open."""
+    database; a given pool is used as is and left open. `deliver` sends invitation links
+    (default: JOBYARD_INVITATION_DELIVERY, a log line unless configured)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -68,6 +72,7 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.keys = SigningKeys.derive(resolve_secret_key(settings))
     app.state.pool = pool
+    app.state.deliver = deliver or load_delivery(settings)
     app.state.schema_head = migrate.head_revision()
     install_error_handlers(app)
     app.add_middleware(RequestIdMiddleware)

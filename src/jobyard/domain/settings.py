@@ -38,6 +38,11 @@ class Settings(BaseSettings):
     # unset, proxy headers are ignored and the client IP is the socket peer.
     forwarded_allow_ips: str | None = None
 
+    # Where users reach the dashboard (invitation links); default http://api_host:api_port.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+    # How invitation links reach invitees: "log" (a log line) or an async "package.module:function".
+    invitation_delivery: str = Field(default="log", pattern=r"^(log|[\w.]+:\w+)$")
+
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
 
