@@ -1,7 +1,7 @@
 """Security headers on every response (API, dashboard, docs, errors, static files).
 
 - `X-Content-Type-Options: nosniff`: a JSON or text body is never sniffed into HTML or script.
-- `Referrer-Policy: no-referrer`: a URL never leaks to another site through Referer (an
+- `Referrer-Policy: same-origin`: a URL never leaks to another site through Referer (an
   invitation link carries its token in the query string).
 - Framing protection twice: `X-Frame-Options: DENY` for old browsers and CSP
   `frame-ancestors 'none'` for current ones. A response that sets its own CSP (the dashboard's
@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HEADERS: Final = (
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 )
 _CSP: Final = b"content-security-policy"

@@ -71,6 +71,10 @@ NOTICES: Final = {
     "saved": "Payload saved.",
     "deleted": "Dead letter deleted.",
     "replayed": "Replayed as a new queued job.",
+    "invited": "Invitation sent. The link reaches the invitee only; it works once, for 7 days.",
+    "resent": "A new link was sent; the previous one no longer works.",
+    "revoked": "Invitation revoked: its link no longer works.",
+    "joined": "Welcome: you joined the organization.",
 }
 
 
