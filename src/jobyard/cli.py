@@ -315,7 +315,7 @@ def api_cmd(
             port=settings.api_port,
         )
     except ConfigurationError as exc:
-        raise fail(exc.message, "see JOBYARD_SECRET_KEY in docs/CONFIGURATION.md") from None
+        raise fail(exc.message, "see docs/CONFIGURATION.md") from None
 
 
 # ----------------------------------------------------------------------------- worker
@@ -475,6 +475,8 @@ def demo_cmd(data_dir: DataDir = None) -> None:
         f"seeded     project {result.project_id}, queues {', '.join(result.queues)}, "
         f"{result.jobs_added} new sample jobs"
     )
+    # No mail server: the API writes each invitation link in an "invitation link" log line.
+    out.print("invites    links appear below as 'invitation link' log lines (no mail server)")
     out.rule()
     raise typer.Exit(_run_children(url))
 
