@@ -54,7 +54,7 @@ async def test_swagger_ui_works_under_its_csp_in_chromium(page: Page) -> None:
     response = await page.goto(f"{API}/docs")
     assert response is not None and "default-src" in response.headers["content-security-policy"]
     # Operations render only if the bundle ran, the inline init ran and the spec was fetched.
-    await expect(page.locator(".opblock").first).to_be_visible(timeout=5_000)
+    await expect(page.locator(".opblock").first).to_be_visible(timeout=30_000)
     await page.locator(".opblock-summary").first.click()
     await expect(page.locator(".opblock-body").first).to_be_visible()
     await page.screenshot(path=screenshot_path("api-docs.png"))
