@@ -285,3 +285,25 @@ def test_a_deployment_replaces_the_delivery_by_import_path(api_settings: Any) ->
         update={"invitation_delivery": "tests.api.test_invitations:collect"}
     )
     assert load_delivery(settings) is collect
+
+
+async def test_admins_cannot_resend_or_revoke_an_owners_invitation(
+    client: httpx.AsyncClient, tenant_a: Tenant, outbox: list[InvitationMessage]
+) -> None:
+    base = f"{API}/orgs/{tenant_a.org_id}/invitations"
+    made = await client.post(
+        base, headers=tenant_a.headers(Role.OWNER), json={"email": "co-owner@example.test",
+                                                          "role": "owner"}
+    )  # fmt: skip
+    assert made.status_code == 201
+    admin = tenant_a.headers(Role.ADMIN)
+    assert_envelope(await client.post(f"{base}/{made.json()['id']}/resend", headers=admin), 403,
+                    "forbidden")  # fmt: skip
+    assert_envelope(await client.delete(f"{base}/{made.json()['id']}", headers=admin), 403,
+                    "forbidden")  # fmt: skip
+    # Refused before anything changed: the link sent first still works.
+    (message,) = outbox
+    redeemed = await client.post(
+        f"{API}/invitations/redeem", json={"token": token_of(message), "password": OWN_PASSWORD}
+    )
+    assert redeemed.status_code == 201

@@ -95,6 +95,14 @@ async def invite(
     return IssuedInvitation(row, token)
 
 
+async def get(conn: Conn, org_id: OrgId, invitation_id: int) -> Row:
+    """One open invitation of the organization (NotFound otherwise)."""
+    row = await run.one(conn, "invitation_get", {"org_id": org_id, "invitation_id": invitation_id})
+    if row is None:
+        raise NotFound("invitation not found")
+    return row
+
+
 async def resend(
     conn: Conn, org_id: OrgId, invitation_id: int, *, now: datetime | None = None
 ) -> IssuedInvitation:

@@ -90,11 +90,12 @@ async def invite(request: Request, org_id: str) -> Response:
 async def resend(request: Request, org_id: str, invitation_id: str) -> Response:
     async def build(ctx: Ctx) -> Response:
         org = await _admit_org(ctx, org_id, Role.ADMIN)
+        _owner_only(
+            ctx, await invitations.get(ctx.conn, OrgId(org["id"]), _id(invitation_id, "invitation"))
+        )
         issued = await invitations.resend(
             ctx.conn, OrgId(org["id"]), _id(invitation_id, "invitation")
         )
-        if issued.invitation["role"] == Role.OWNER and ctx.role is not Role.OWNER:
-            raise PermissionDenied("only an owner can re-send an owner's invitation")
         await sending.send(request, ctx.conn, issued, _inviter(ctx))
         return _see_other(f"/orgs/{org['id']}/members?done=resent")
 
@@ -105,10 +106,19 @@ async def resend(request: Request, org_id: str, invitation_id: str) -> Response:
 async def revoke(request: Request, org_id: str, invitation_id: str) -> Response:
     async def build(ctx: Ctx) -> Response:
         org = await _admit_org(ctx, org_id, Role.ADMIN)
+        _owner_only(
+            ctx, await invitations.get(ctx.conn, OrgId(org["id"]), _id(invitation_id, "invitation"))
+        )
         await invitations.revoke(ctx.conn, OrgId(org["id"]), _id(invitation_id, "invitation"))
         return _see_other(f"/orgs/{org['id']}/members?done=revoked")
 
     return await _handle(request, build)
+
+
+def _owner_only(ctx: Ctx, invitation: dict[str, Any]) -> None:
+    """The API's rule: only an owner manages an invitation to the owner role."""
+    if invitation["role"] == Role.OWNER and ctx.role is not Role.OWNER:
+        raise PermissionDenied("only an owner can re-send or revoke an owner's invitation")
 
 
 def _inviter(ctx: Ctx) -> str:

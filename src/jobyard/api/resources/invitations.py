@@ -58,14 +58,16 @@ async def resend_invitation(
     invitation_id: int, org: OrgDep, conn: ConnDep, request: Request
 ) -> InvitationPublic:
     """Send a new link (valid 7 days); the previous link stops working."""
+    current = await invitations.get(conn, org.org_id, invitation_id)
+    owner_rule(org, Role(current["role"]))  # before anything changes
     issued = await invitations.resend(conn, org.org_id, invitation_id)
-    owner_rule(org, Role(issued.invitation["role"]))
     await sending.send(request, conn, issued, _name(org))
     return InvitationPublic.model_validate(issued.invitation)
 
 
 async def revoke_invitation(invitation_id: int, org: OrgDep, conn: ConnDep) -> Response:
     """The link stops working at once."""
+    owner_rule(org, Role((await invitations.get(conn, org.org_id, invitation_id))["role"]))
     await invitations.revoke(conn, org.org_id, invitation_id)
     return Response(status_code=204)
 

@@ -67,3 +67,9 @@ RETURNING id, email, display_name
 -- Start the membership an invitation grants (kept as is if it already exists).
 INSERT INTO organization_members (org_id, user_id, role) VALUES (%(org_id)s, %(user_id)s, %(role)s)
 ON CONFLICT (org_id, user_id) DO NOTHING
+
+-- name: invitation_get
+-- One open invitation of an organization.
+SELECT id, org_id, email, role, invited_by, created_at, sent_at, expires_at
+FROM invitations
+WHERE id = %(invitation_id)s AND org_id = %(org_id)s AND accepted_at IS NULL AND revoked_at IS NULL
