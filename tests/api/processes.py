@@ -37,7 +37,12 @@ class ApiProcess:
 
 @contextmanager
 def api_process(
-    db_url: str, log_dir: Path, *, log_level: str = "info", timeout_s: float = 60.0
+    db_url: str,
+    log_dir: Path,
+    *,
+    log_level: str = "info",
+    timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[ApiProcess]:
     port = free_port()
     stderr_path = log_dir / f"api-{port}.log"
@@ -48,6 +53,7 @@ def api_process(
         "JOBYARD_ENV": "test",
         "JOBYARD_LOG_LEVEL": log_level,
         "JOBYARD_LOG_FORMAT": "json",
+        **(env or {}),
     }
     with stderr_path.open("wb") as err:
         proc = subprocess.Popen(

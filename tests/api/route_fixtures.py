@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobyard.core import auth as core_auth
+from jobyard.core import invitations
 from jobyard.core.auth import SigningKeys
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
-from jobyard.domain.ids import ProjectId
+from jobyard.domain.ids import OrgId, ProjectId, UserId
 from tests.api.conftest import FIXTURE_PASSWORD, Tenant, make_user
 
 _seq = itertools.count(1)
@@ -103,11 +104,6 @@ async def _org_rename(ctx: FixtureContext) -> Call:
 # ----------------------------------------------------------------------------- members
 
 
-async def _new_member(ctx: FixtureContext) -> Call:
-    n = next(_seq)
-    return Call(ctx.org, {"email": f"invitee-{n}@example.test", "role": "member"})
-
-
 async def _member(ctx: FixtureContext) -> Call:
     user = await make_user(ctx.conn, ctx.keys, email=f"target-{next(_seq)}@example.test")
     await ctx.conn.execute(
@@ -120,6 +116,47 @@ async def _member(ctx: FixtureContext) -> Call:
 async def _member_update(ctx: FixtureContext) -> Call:
     call = await _member(ctx)
     return Call(call.path_params, {"role": "viewer"}, markers=call.markers)
+
+
+# ----------------------------------------------------------------------------- invitations
+
+
+async def _new_invitation(ctx: FixtureContext) -> Call:
+    return Call(ctx.org, {"email": f"invitee-{next(_seq)}@example.test", "role": "member"})
+
+
+async def _issue(ctx: FixtureContext, org_id: int, email: str) -> invitations.IssuedInvitation:
+    return await invitations.invite(
+        ctx.conn,
+        OrgId(org_id),
+        email=email,
+        role=Role.MEMBER,
+        invited_by=UserId(ctx.tenant.users[Role.OWNER].id),
+    )
+
+
+async def _invitation(ctx: FixtureContext) -> Call:
+    email = f"invitee-{next(_seq)}@example.test"
+    issued = await _issue(ctx, ctx.tenant.org_id, email)
+    return Call({**ctx.org, "invitation_id": issued.invitation["id"]}, markers=(email,))
+
+
+async def _redeem(ctx: FixtureContext) -> Call:
+    issued = await _issue(ctx, ctx.tenant.org_id, f"invitee-{next(_seq)}@example.test")
+    return Call({}, {"token": issued.token, "password": "a-long-own-password-1"})
+
+
+async def _accept(ctx: FixtureContext) -> Call:
+    """An invitation of the caller (the tenant's viewer) into another organization."""
+    n = next(_seq)
+    org = await _scalar(
+        ctx.conn,
+        "INSERT INTO organizations (name, slug) VALUES (%s, %s) RETURNING id",
+        f"Inviting org {n}",
+        f"inviting-org-{n}",
+    )
+    issued = await _issue(ctx, org, ctx.tenant.users[Role.VIEWER].email)
+    return Call({}, {"token": issued.token})
 
 
 # ----------------------------------------------------------------------------- projects
@@ -346,9 +383,15 @@ ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     ("DELETE", "/orgs/{org_id}"): _org,
     # members
     ("GET", "/orgs/{org_id}/members"): _org,
-    ("POST", "/orgs/{org_id}/members"): _new_member,
     ("PATCH", "/orgs/{org_id}/members/{user_id}"): _member_update,
     ("DELETE", "/orgs/{org_id}/members/{user_id}"): _member,
+    # invitations
+    ("GET", "/orgs/{org_id}/invitations"): _org,
+    ("POST", "/orgs/{org_id}/invitations"): _new_invitation,
+    ("POST", "/orgs/{org_id}/invitations/{invitation_id}/resend"): _invitation,
+    ("DELETE", "/orgs/{org_id}/invitations/{invitation_id}"): _invitation,
+    ("POST", "/invitations/redeem"): _redeem,
+    ("POST", "/invitations/accept"): _accept,
     # projects
     ("GET", "/orgs/{org_id}/projects"): _org,
     ("POST", "/orgs/{org_id}/projects"): _new_project,

@@ -188,8 +188,13 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
-    client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant, busy_project: dict[str, int]
+    client: httpx.AsyncClient,
+    app: FastAPI,
+    tenant_a: Tenant,
+    tenant_b: Tenant,
+    busy_project: dict[str, int],
 ) -> None:
+    app.state.settings = app.state.settings.model_copy(update={"metrics_public": True})
     r = await client.get("/metrics")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
@@ -228,3 +233,16 @@ async def test_prometheus_scrape_needs_the_token_when_one_is_set(
     error_of(await client.get("/metrics", headers=wrong), 401, "unauthenticated")
     right = {"Authorization": "Bearer scrape-token-0123456789"}
     assert (await client.get("/metrics", headers=right)).status_code == 200
+
+
+async def test_prometheus_scrape_is_refused_by_default(
+    client: httpx.AsyncClient, app: FastAPI, tenant_a: Tenant
+) -> None:
+    """Issue 12: /metrics named every tenant's orgs, projects and queues to anyone."""
+    err = error_of(await client.get("/metrics"), 401, "unauthenticated")
+    assert "JOBYARD_METRICS_TOKEN" in err["message"]
+    # No user token or project API key opens it: the scrape is not one tenant's.
+    error_of(await client.get("/metrics", headers=tenant_a.headers(Role.OWNER)), 401)
+    error_of(await client.get("/metrics", headers=tenant_a.key_headers(Role.ADMIN)), 401)
+    app.state.settings = app.state.settings.model_copy(update={"metrics_public": True})
+    assert (await client.get("/metrics")).status_code == 200

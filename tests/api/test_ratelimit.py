@@ -11,7 +11,14 @@ import pytest
 
 from jobyard.api.ratelimit import enforce_enqueue_limit
 from jobyard.core import ratelimit
-from jobyard.core.ratelimit import AUTH_LIMIT, ENQUEUE_LIMIT, Limit, RateLimited
+from jobyard.core.ratelimit import (
+    AUTH_LIMIT,
+    ENQUEUE_LIMIT,
+    LOGIN_IP_LIMIT,
+    LOGIN_LIMIT,
+    Limit,
+    RateLimited,
+)
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
 from jobyard.domain.errors import ValidationFailed
@@ -34,7 +41,7 @@ async def test_the_sixth_login_attempt_is_refused_with_retry_after(
     client: httpx.AsyncClient, tenant_a: Tenant
 ) -> None:
     email = tenant_a.users[Role.OWNER].email
-    for attempt in range(AUTH_LIMIT.limit):
+    for attempt in range(LOGIN_LIMIT.limit):
         response = await client.post(
             f"{API}/auth/login", json={"email": email, "password": f"guess-{attempt}"}
         )
@@ -132,3 +139,77 @@ async def test_the_login_limit_holds_across_two_api_processes(
     # Attempts 1-5 alternate between the processes and are judged (401); the 6th and 7th are
     # refused by whichever process gets them, because both count in the same table.
     assert statuses == [401] * AUTH_LIMIT.limit + [429, 429], statuses
+
+
+async def _login(client: httpx.AsyncClient, email: str, password: str) -> int:
+    response = await client.post(f"{API}/auth/login", json={"email": email, "password": password})
+    return response.status_code
+
+
+async def test_successful_logins_never_use_up_the_budget(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    """Issue 16 point 8: following docs/API.md (a login per snippet) locked the dashboard out."""
+    email = tenant_a.users[Role.OWNER].email
+    statuses = [await _login(client, email, FIXTURE_PASSWORD) for _ in range(LOGIN_LIMIT.limit + 3)]
+    assert statuses == [200] * (LOGIN_LIMIT.limit + 3)
+    # Failures still count, and only those: 5 wrong → the 6th try is refused, even right.
+    wrong = [await _login(client, email, "wrong-guess") for _ in range(LOGIN_LIMIT.limit)]
+    assert wrong == [401] * LOGIN_LIMIT.limit
+    assert await _login(client, email, FIXTURE_PASSWORD) == 429
+
+
+async def test_failed_logins_on_one_account_do_not_lock_another_from_the_same_ip(
+    client: httpx.AsyncClient, tenant_a: Tenant
+) -> None:
+    victim, other = tenant_a.users[Role.VIEWER].email, tenant_a.users[Role.OWNER].email
+    for _ in range(LOGIN_LIMIT.limit):
+        assert await _login(client, victim, "wrong-guess") == 401
+    assert await _login(client, victim, FIXTURE_PASSWORD) == 429
+    assert await _login(client, other, FIXTURE_PASSWORD) == 200
+
+
+async def test_an_ip_spraying_many_accounts_is_limited_too(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    # ASGITransport's client address; 100 failures on other accounts already counted.
+    await ratelimit.take(conn, LOGIN_IP_LIMIT, "127.0.0.1", LOGIN_IP_LIMIT.limit)
+    response = await client.post(
+        f"{API}/auth/login",
+        json={"email": tenant_a.users[Role.OWNER].email, "password": FIXTURE_PASSWORD},
+    )
+    assert_429(response, LOGIN_IP_LIMIT.window_s)
+
+
+async def _spray(base_url: str, email: str, n: int, forwarded: bool) -> list[int]:
+    statuses = []
+    async with httpx.AsyncClient(timeout=30) as http:
+        for attempt in range(n):
+            headers = {"X-Forwarded-For": f"203.0.113.{attempt + 1}"} if forwarded else {}
+            response = await http.post(
+                f"{base_url}{API}/auth/login",
+                json={"email": email, "password": "wrong-guess"},
+                headers=headers,
+            )
+            statuses.append(response.status_code)
+    return statuses
+
+
+@pytest.mark.slow
+async def test_x_forwarded_for_is_ignored_unless_the_proxy_is_trusted(
+    db_url: str, tenant_a: Tenant, tmp_path: Path
+) -> None:
+    """Issue 12: uvicorn believed X-Forwarded-For from 127.0.0.1, so rotating it gave every
+    attempt a fresh budget (8 wrong logins, 8 × 401, no 429)."""
+    n = LOGIN_LIMIT.limit + 3
+    with api_process(db_url, tmp_path) as api:
+        rotated = await _spray(api.base_url, tenant_a.users[Role.VIEWER].email, n, True)
+    assert rotated == [401] * LOGIN_LIMIT.limit + [429] * 3, rotated
+    # Behind a trusted proxy (here: 127.0.0.1) each forwarded address is its own client…
+    trusted = {"JOBYARD_FORWARDED_ALLOW_IPS": "127.0.0.1"}
+    with api_process(db_url, tmp_path, env=trusted) as api:
+        email = tenant_a.users[Role.MEMBER].email
+        assert await _spray(api.base_url, email, n, True) == [401] * n
+        # …and the proxy's own requests (no header) share one budget as before.
+        direct = await _spray(api.base_url, email, LOGIN_LIMIT.limit + 1, False)
+    assert direct == [401] * LOGIN_LIMIT.limit + [429], direct

@@ -35,6 +35,7 @@ OWNERS: dict[str, frozenset[str]] = {
     "auth_": frozenset({"core/auth.py"}),
     "ratelimit_": frozenset({"core/ratelimit.py"}),
     "tenancy_": frozenset({"core/tenancy.py"}),
+    "invitation_": frozenset({"core/invitations.py"}),
     "seed_": frozenset({"db/seed.py"}),
     "clock_": frozenset({"core/enqueue.py", "core/maintenance.py"}),
 }

@@ -355,7 +355,13 @@ async def test_authorization_is_not_sent_to_a_redirect_target(
     result = await http_request(
         {
             "url": f"{server.base}/start",
-            "headers": {"Authorization": "Bearer s3cret", "Cookie": "sid=1", "X-Keep": "yes"},
+            "headers": {
+                "Authorization": "Bearer s3cret",
+                "Cookie": "sid=1",
+                "X-Api-Key": "k3y",
+                "X-Auth-Token": "t0ken",
+                "Accept": "application/json",
+            },
         },
         allow_addresses=frozenset({LOOPBACK, ipaddress.ip_address("127.0.0.2")}),
     )
@@ -367,7 +373,27 @@ async def test_authorization_is_not_sent_to_a_redirect_target(
     assert first.headers["authorization"] == "Bearer s3cret"
     assert "authorization" not in second.headers
     assert "cookie" not in second.headers
-    assert second.headers["x-keep"] == "yes"
+    # Issue 12: payload headers other than a safe list never reach another origin.
+    assert first.headers["x-api-key"] == "k3y"
+    assert "x-api-key" not in second.headers
+    assert "x-auth-token" not in second.headers
+    assert second.headers["accept"] == "application/json"
+    assert second.headers["user-agent"].startswith("jobyard-http-request/")
+
+
+async def test_payload_headers_follow_a_same_origin_redirect(server: LoopbackServer) -> None:
+    async def respond(seen: Seen, writer: asyncio.StreamWriter) -> None:
+        if seen.target == "/start":
+            writer.write(response_bytes(307, {"Location": "/next"}))
+        else:
+            await ok(seen, writer)
+
+    server.responder = respond
+    await http_request(
+        {"url": f"{server.base}/start", "headers": {"X-Api-Key": "k3y"}},
+        allow_addresses=ONLY_LOOPBACK,
+    )
+    assert [s.headers.get("x-api-key") for s in server.requests] == ["k3y", "k3y"]
 
 
 async def test_authorization_is_stripped_even_on_a_same_origin_redirect(

@@ -4,6 +4,8 @@ wake-up, batching, queue order, drain and re-registration."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import time
 from typing import Any
 
@@ -476,3 +478,36 @@ async def test_a_worker_declared_dead_releases_its_jobs_and_registers_again(
         ("succeeded", True),
     ]
     assert await scalar(conn, "SELECT count(*) FROM workers") == 2
+
+
+async def test_debug_logging_of_a_failed_job_raises_nothing(db_url: str, conn: Conn) -> None:
+    """Issue 12: at JOBYARD_LOG_LEVEL=debug every failed job logged `RuntimeError: cannot enter
+    context` — the "job finished" line re-entered the job's context from inside it."""
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task(max_attempts=1)
+    async def breaks(ctx: JobContext) -> None:
+        raise ValueError("boom")
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    stdlog = logging.getLogger("jobyard.worker")
+    old_level = stdlog.level
+    stdlog.addHandler(handler)
+    stdlog.setLevel(logging.DEBUG)
+    loop_errors: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _loop, c: loop_errors.append(c))
+    try:
+        job = await breaks.defer()
+        async with running_worker(db_url, app):
+            await eventually(lambda: _is(conn, job.id, "dead_letter"))
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        asyncio.get_running_loop().set_exception_handler(None)
+        stdlog.removeHandler(handler)
+        stdlog.setLevel(old_level)
+    finished = [r.msg for r in records if "job finished" in str(r.msg)]
+    assert any(f.get("job_id") == job.id for f in finished if isinstance(f, dict)), finished
+    assert [str(c.get("exception")) for c in loop_errors] == []

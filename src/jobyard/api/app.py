@@ -9,11 +9,14 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
+from jobyard.api.delivery import Deliver, load_delivery
 from jobyard.api.docs import OPENAPI_PATH, mount_docs
 from jobyard.api.errors import install_error_handlers
+from jobyard.api.headers import SecurityHeadersMiddleware
 from jobyard.api.health import mount_health
 from jobyard.api.middleware import RequestIdMiddleware
 from jobyard.api.routes import all_routes, mount_routes
+from jobyard.api.secret import resolve_secret_key
 from jobyard.core.auth import SigningKeys
 from jobyard.db import migrate
 from jobyard.db.pool import Pool, open_pool, resolve_database_url
@@ -30,9 +33,12 @@ and send `Authorization: Bearer <access_token>`, or use a project API key
 """
 
 
-def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, *, pool: Pool | None = None, deliver: Deliver | None = None
+) -> FastAPI:
     """The FastAPI app. With `pool=None` the lifespan opens (and closes) one for the configured
-    database; a given pool is used as is and left open."""
+    database; a given pool is used as is and left open. `deliver` sends invitation links
+    (default: JOBYARD_INVITATION_DELIVERY, a log line unless configured)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,11 +70,14 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.keys = SigningKeys.derive(settings.secret_key.get_secret_value())
+    app.state.keys = SigningKeys.derive(resolve_secret_key(settings))
     app.state.pool = pool
+    app.state.deliver = deliver or load_delivery(settings)
     app.state.schema_head = migrate.head_revision()
     install_error_handlers(app)
     app.add_middleware(RequestIdMiddleware)
+    # Added last, so outermost: even the 500 envelope of RequestIdMiddleware gets the headers.
+    app.add_middleware(SecurityHeadersMiddleware)
     mount_routes(app, all_routes())
     mount_health(app)
     mount_docs(app)

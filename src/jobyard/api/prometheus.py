@@ -5,10 +5,11 @@ of them can be scraped: one snapshot (two queries over unfinished jobs and live 
 `core.read_models.cluster_snapshot`) per scrape, handed to a custom collector on a throwaway
 registry. No counter lives in process memory, so a restart loses nothing.
 
-Access: public unless `JOBYARD_METRICS_TOKEN` is set; then a scrape must send
-`Authorization: Bearer <token>` (Prometheus `authorization: {credentials: …}`), compared in
-constant time. Set it whenever the API is reachable by anyone but your Prometheus: the scrape
-names every organization, project and queue.
+Access: the scrape names every organization, project and queue of every tenant, so it needs a
+credential: `Authorization: Bearer <JOBYARD_METRICS_TOKEN>` (Prometheus `authorization:
+{credentials: …}`), compared in constant time. Without a configured token every scrape is a 401,
+unless `JOBYARD_METRICS_PUBLIC=true` opens it (a private network where only Prometheus reaches
+the API). A project API key is never enough: the scrape is not one project's.
 """
 
 from __future__ import annotations
@@ -98,9 +99,14 @@ def render(snapshot: ClusterSnapshot, scrape_s: float) -> bytes:
     return generate_latest(registry)
 
 
-def _check_token(expected: SecretStr | None, authorization: str | None) -> None:
-    if expected is None:
+def _check_token(expected: SecretStr | None, public: bool, authorization: str | None) -> None:
+    if public:
         return
+    if expected is None:
+        raise AuthenticationFailed(
+            "metrics need a credential: set JOBYARD_METRICS_TOKEN on the API and send it as "
+            "a Bearer token, or set JOBYARD_METRICS_PUBLIC=true"
+        )
     scheme, _, given = (authorization or "").partition(" ")
     want = expected.get_secret_value().encode()
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), want):
@@ -113,7 +119,8 @@ async def scrape(
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Response:
     """Prometheus text exposition of queue depths, dead letters and live workers."""
-    _check_token(request.app.state.settings.metrics_token, authorization)
+    settings = request.app.state.settings
+    _check_token(settings.metrics_token, settings.metrics_public, authorization)
     started = clock.monotonic()
     snapshot = await read_models.cluster_snapshot(conn)
     body = render(snapshot, clock.monotonic() - started)

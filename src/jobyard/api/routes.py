@@ -45,9 +45,9 @@ class Route:
     summary: str = ""
     response_model: Any = None
     tags: Sequence[str] = field(default_factory=tuple)
-    # "auth" → 5 attempts / 15 min / client IP, checked before the handler runs. Enqueue limits
-    # depend on the body (a batch counts each job), so the jobs resource calls
-    # `jobyard.api.ratelimit.enforce_enqueue_limit` itself.
+    # "auth" → 5 attempts / 15 min / client IP, checked before the handler runs. "login" → the
+    # handler counts failed attempts per account and IP itself (it needs the body's email), as
+    # the jobs resource counts enqueues (`jobyard.api.ratelimit`); both can answer 429.
     rate_limit: str | None = None
     # Everything lives under /api/v1; "" mounts at the root (e.g. Prometheus at /metrics).
     prefix: str = API_PREFIX
@@ -64,7 +64,7 @@ class Route:
             raise ValueError(f"{self.method} {self.path}: project routes need {{project_id}}")
         if self.scope is Scope.ORG and "{org_id}" not in self.path:
             raise ValueError(f"{self.method} {self.path}: org routes need {{org_id}}")
-        if self.rate_limit not in (None, "auth"):
+        if self.rate_limit not in (None, "auth", "login"):
             raise ValueError(f"{self.method} {self.path}: unknown rate_limit {self.rate_limit!r}")
 
     @property

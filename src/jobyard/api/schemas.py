@@ -95,14 +95,6 @@ class OrgPublic(BaseModel):
 # ----------------------------------------------------------------------------- members
 
 
-class MemberCreate(_In):
-    email: Email
-    role: Role = Role.MEMBER
-    display_name: Annotated[
-        str, StringConstraints(strip_whitespace=True, max_length=200, pattern=_PRINTABLE)
-    ] = ""
-
-
 class MemberUpdate(_In):
     role: Role
 
@@ -115,12 +107,39 @@ class MemberPublic(BaseModel):
     created_at: datetime
 
 
-class MemberCreated(MemberPublic):
-    temporary_password: str | None = Field(
-        default=None,
-        description="Set only when the email had no account: shown this once; the user should "
-        "change it with POST /auth/password.",
-    )
+# ----------------------------------------------------------------------------- invitations
+
+InvitationToken = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class InvitationCreate(_In):
+    email: Email
+    role: Role = Role.MEMBER
+
+
+class InvitationPublic(BaseModel):
+    """An invitation as its organization's admins see it: never its token."""
+
+    id: int
+    email: str
+    role: Role
+    invited_by: int | None
+    created_at: datetime
+    sent_at: datetime = Field(description="When the current link was sent (re-sending renews it).")
+    expires_at: datetime
+    expired: bool = False
+
+
+class InvitationRedeem(_In):
+    token: InvitationToken
+    password: NewPassword
+    display_name: Annotated[
+        str, StringConstraints(strip_whitespace=True, max_length=200, pattern=_PRINTABLE)
+    ] = ""
+
+
+class InvitationAccept(_In):
+    token: InvitationToken
 
 
 # ----------------------------------------------------------------------------- projects

@@ -21,6 +21,10 @@ def run_api(settings: Settings, *, host: str, port: int) -> None:
         access_log=False,  # the request-id middleware logs each request (path only)
         server_header=False,
         lifespan="on",
+        # uvicorn believes X-Forwarded-For from 127.0.0.1 by default, so any local client could
+        # name a fresh IP per login attempt. Off unless the operator names the proxies to trust.
+        proxy_headers=settings.forwarded_allow_ips is not None,
+        forwarded_allow_ips=settings.forwarded_allow_ips or "",
     )
     # uvicorn restores the handlers it found and re-raises the signal that stopped it, so the
     # process would die "by the signal" (or, for SIGINT, with a KeyboardInterrupt traceback)

@@ -72,11 +72,12 @@ def api_cmd(host: HostOpt = None, port: PortOpt = None, data_dir: DataDir = None
     settings = load_settings(data_dir=data_dir, api_host=host, api_port=port)
     _require_free_port(settings.api_host, settings.api_port, "jobyard api")
     url = open_database(settings, announce=True, wait=True).url
-    run_api(
-        settings.model_copy(update={"database_url": url}),
-        host=settings.api_host,
-        port=settings.api_port,
-    )
+    with clear_errors("see docs/CONFIGURATION.md"):
+        run_api(
+            settings.model_copy(update={"database_url": url}),
+            host=settings.api_host,
+            port=settings.api_port,
+        )
 
 
 @root.command("worker")
@@ -137,6 +138,8 @@ def demo_cmd(host: HostOpt = None, port: PortOpt = None, data_dir: DataDir = Non
         f"{result.jobs_added} new sample jobs",
         highlight=False,
     )
+    # No mail server: the API writes each invitation link in an "invitation link" log line.
+    out.print("invites    links appear below as 'invitation link' log lines (no mail server)")
     out.rule()
     raise typer.Exit(_run_children(url, settings))
 

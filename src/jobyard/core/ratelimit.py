@@ -24,7 +24,12 @@ class Limit:
     window_s: int
 
 
-AUTH_LIMIT: Final = Limit("auth", 5, 15 * 60)  # per client IP, per auth route
+AUTH_LIMIT: Final = Limit("auth", 5, 15 * 60)  # per client IP, per auth route (refresh)
+# Failed logins (OWASP): per account AND client IP, so one person's mistakes (or an attacker's
+# guesses from elsewhere) never lock the account out everywhere; plus a looser budget per IP
+# alone against spraying many accounts. A successful login gives its hits back.
+LOGIN_LIMIT: Final = Limit("login", 5, 15 * 60)
+LOGIN_IP_LIMIT: Final = Limit("login-ip", 100, 15 * 60)
 ENQUEUE_LIMIT: Final = Limit("enqueue", 1000, 60)  # per project; a batch counts each job
 
 
@@ -73,6 +78,17 @@ async def take(
             retry_after_s=row["retry_after_s"],
         )
     return int(row["hits"])
+
+
+async def give_back(
+    conn: Conn, limit: Limit, key: str, n: int = 1, *, now: datetime | None = None
+) -> None:
+    """Return `n` hits taken from `limit` for `key` in the current window (never below 0)."""
+    await run.execute(
+        conn,
+        "ratelimit_give_back",
+        {"bucket": f"{limit.name}:{key}", "n": n, "window_s": limit.window_s, "now": now},
+    )
 
 
 async def prune(conn: Conn, *, older_than_s: int = 86400, now: datetime | None = None) -> int:

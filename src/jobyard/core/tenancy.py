@@ -6,7 +6,6 @@ organization row first, so two concurrent demotions cannot each see "another own
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from jobyard.db import run
@@ -15,7 +14,6 @@ from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
 from jobyard.domain.errors import Conflict, NotFound
 from jobyard.domain.ids import OrgId, ProjectId, UserId
-from jobyard.domain.passwords import hash_password
 
 Row = dict[str, Any]
 
@@ -79,42 +77,6 @@ async def get_member(conn: Conn, org_id: OrgId, user_id: int) -> Row:
     if row is None:
         raise NotFound("member not found")
     return row
-
-
-async def add_member(
-    conn: Conn, org_id: OrgId, *, email: str, role: Role, display_name: str = ""
-) -> tuple[Row, str | None]:
-    """Add the account with this email; an unknown email gets a new account first.
-
-    Returns (member, temporary_password): the password is set only when an account was created,
-    and is returned this once so the inviter can pass it on (the user then changes it with
-    POST /auth/password). Adding someone who already is a member is a Conflict.
-    """
-    temporary: str | None = None
-    async with conn.transaction():
-        user = await run.one(conn, "tenancy_user_by_email", {"email": email})
-        if user is None:
-            temporary = secrets.token_urlsafe(18)
-            async with translated():
-                user = await run.one(
-                    conn,
-                    "tenancy_user_insert",
-                    {
-                        "email": email,
-                        "password_hash": hash_password(temporary),
-                        "display_name": display_name,
-                    },
-                )
-            if user is None:  # created concurrently by someone else: add that account
-                temporary = None
-                user = await run.one(conn, "tenancy_user_by_email", {"email": email})
-                assert user is not None
-        added = await run.one(
-            conn, "tenancy_member_insert", {"org_id": org_id, "user_id": user["id"], "role": role}
-        )
-        if added is None:
-            raise Conflict(f"{email} is already a member", field="email")
-    return await get_member(conn, org_id, user["id"]), temporary
 
 
 async def _owner_would_vanish(

@@ -19,8 +19,6 @@ from pydantic_settings import (
 
 from jobyard.domain.errors import ConfigurationError
 
-DEV_SECRET = "jobyard-dev-secret-change-me-0123456789abcdef"  # noqa: S105 - refused outside dev/test
-
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBYARD_", extra="ignore", frozen=True)
@@ -31,15 +29,28 @@ class Settings(BaseSettings):
     )
     # Unset: the project's .jobyard/ directory, found upward from the current one (db/locate.py).
     data_dir: Path | None = None
-    secret_key: SecretStr = SecretStr(DEV_SECRET)
+    # Unset: the API generates one on first start and keeps it in the data directory
+    # (api/secret.py); `prod` refuses to start without it.
+    secret_key: SecretStr | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
 
     pool_min_size: int = Field(default=1, ge=1, le=100)
     pool_max_size: int = Field(default=10, ge=1, le=200)
 
-    # When set, GET /metrics needs `Authorization: Bearer <token>`; unset, it is public.
+    # GET /metrics needs `Authorization: Bearer <metrics_token>`; with no token it is refused
+    # to everyone unless metrics_public opens it (it names every tenant's orgs and queues).
     metrics_token: SecretStr | None = None
+    metrics_public: bool = False
+
+    # Comma-separated proxy addresses (or "*") whose X-Forwarded-For/-Proto the API believes;
+    # unset, proxy headers are ignored and the client IP is the socket peer.
+    forwarded_allow_ips: str | None = None
+
+    # Where users reach the dashboard (invitation links); default http://api_host:api_port.
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$")
+    # How invitation links reach invitees: "log" (a log line) or an async "package.module:function".
+    invitation_delivery: str = Field(default="log", pattern=r"^(log|[\w.]+:\w+)$")
 
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
@@ -83,12 +94,10 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, InitSettingsSource(settings_cls, found[1]))
 
     @model_validator(mode="after")
-    def _refuse_dev_secret_in_prod(self) -> Settings:
-        if self.env == "prod" and self.secret_key.get_secret_value() == DEV_SECRET:
-            raise ValueError(
-                "JOBYARD_SECRET_KEY must be set to a private value when JOBYARD_ENV=prod"
-            )
-        if self.env == "prod" and len(self.secret_key.get_secret_value()) < 32:
+    def _refuse_weak_secret(self) -> Settings:
+        if self.env == "prod" and self.secret_key is None:
+            raise ValueError("JOBYARD_SECRET_KEY must be set when JOBYARD_ENV=prod")
+        if self.secret_key is not None and len(self.secret_key.get_secret_value()) < 32:
             raise ValueError("JOBYARD_SECRET_KEY must be at least 32 characters")
         if self.heartbeat_interval_s >= self.lease_s:
             raise ValueError("heartbeat_interval_s must be shorter than lease_s")

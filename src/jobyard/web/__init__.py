@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 
 
+def routers() -> list[APIRouter]:
+    """Every router of the dashboard's screens (imported here: pages import the api package)."""
+    from jobyard.web import invitations, pages
+
+    return [pages.router, invitations.router]
+
+
 def mount_dashboard(app: FastAPI) -> None:
     """Add the dashboard's page routes and its static files (CSS, the polling script)."""
-    from jobyard.web.pages import router  # imported here: pages import the api package
-
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for route in router.routes:
+    for route in [r for router in routers() for r in router.routes]:
         assert isinstance(route, APIRoute)
         app.add_api_route(
             route.path,

@@ -24,7 +24,11 @@ from starlette.datastructures import FormData
 
 from jobyard.api.deps import POOL_TIMEOUT_S, get_keys, get_pool
 from jobyard.api.errors import STATUS_BY_ERROR
-from jobyard.api.ratelimit import enforce_auth_limit, enforce_enqueue_limit
+from jobyard.api.ratelimit import (
+    enforce_enqueue_limit,
+    forgive_login_attempt,
+    take_login_attempt,
+)
 from jobyard.api.resources._shared import reject_nul
 from jobyard.core import admin, dlq, read_models, schedules, tenancy, transitions
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
@@ -67,6 +71,10 @@ NOTICES: Final = {
     "saved": "Payload saved.",
     "deleted": "Dead letter deleted.",
     "replayed": "Replayed as a new queued job.",
+    "invited": "Invitation sent. The link reaches the invitee only; it works once, for 7 days.",
+    "resent": "A new link was sent; the previous one no longer works.",
+    "revoked": "Invitation revoked: its link no longer works.",
+    "joined": "Welcome: you joined the organization.",
 }
 
 
@@ -306,11 +314,13 @@ async def login_submit(request: Request) -> Response:
         return render("error.html", 403, status=403, message=exc.message)
     async with _connection(request) as conn:
         try:
-            # The API's limit and bucket: 5 attempts / 15 min / IP, counted before the password.
-            await enforce_auth_limit(conn, request)
+            # The API's limit and buckets: 5 failed attempts / 15 min per account and IP,
+            # counted before the password; a success gives its attempt back.
+            await take_login_attempt(conn, request, email)
             _, cookies = await log_in(
                 conn, get_keys(request), email, str(form.get("password") or "")
             )
+            await forgive_login_attempt(conn, request, email)
         except RateLimited as exc:
             wait = f"try again in {exc.retry_after_s} s"
             return _login_page(request, 429, f"Too many sign-in attempts; {wait}.", email)

@@ -481,14 +481,16 @@ class Worker:
             try:
                 outcome = await record
             finally:
-                self._finish(r, outcome)
+                # Already in the job's context: entering it again would raise.
+                self._finish(r, outcome, in_job_context=True)
 
         task = asyncio.get_running_loop().create_task(settle(), context=r.context)
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
 
-    def _finish(self, r: Running, outcome: str) -> None:
-        """The run's outcome is recorded (or nothing is to be): forget it."""
+    def _finish(self, r: Running, outcome: str, *, in_job_context: bool = False) -> None:
+        """The run's outcome is recorded (or nothing is to be): forget it. `in_job_context`:
+        called from a task running in `r.context` (a Context cannot be entered twice)."""
         if self.running.pop(r.key, None) is not None:
             left = self._runs_per_job.pop(r.job.id) - 1
             if left:
@@ -498,12 +500,11 @@ class Worker:
             self._idle.set()
         self._slot_freed()
         if self._debug:
-            r.context.run(
-                log.debug,
-                "job finished",
-                outcome=outcome,
-                duration_ms=round((monotonic() - r.started) * 1000),
-            )
+            duration_ms = round((monotonic() - r.started) * 1000)
+            if in_job_context:
+                log.debug("job finished", outcome=outcome, duration_ms=duration_ms)
+            else:
+                r.context.run(log.debug, "job finished", outcome=outcome, duration_ms=duration_ms)
 
     async def _record_stopped(self, r: Running) -> str:
         match r.stop_reason:

@@ -10,6 +10,7 @@ MODULES: tuple[str, ...] = (
     "auth",
     "orgs",
     "members",
+    "invitations",
     "projects",
     "api_keys",
     # The engine's resources (jobs.py before executions.py: same path prefix, fixed first).

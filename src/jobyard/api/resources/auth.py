@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import Response
+from fastapi import Request, Response
 
 from jobyard.api.auth import ACCESS_TTL_S, issue_access_token
 from jobyard.api.deps import ConnDep, KeysDep, PrincipalDep, UserDep
+from jobyard.api.ratelimit import forgive_login_attempt, take_login_attempt
 from jobyard.api.routes import Route, Scope
 from jobyard.api.schemas import LoginRequest, Me, MyOrg, PasswordChange, RefreshRequest, TokenPair
 from jobyard.core import auth as core_auth
@@ -26,9 +27,13 @@ def _pair(keys: SigningKeys, refresh: IssuedRefresh) -> TokenPair:
     )
 
 
-async def login(body: LoginRequest, conn: ConnDep, keys: KeysDep) -> TokenPair:
-    """Exchange email and password for an access token (15 min) and a refresh token (7 days)."""
+async def login(body: LoginRequest, request: Request, conn: ConnDep, keys: KeysDep) -> TokenPair:
+    """Exchange email and password for an access token (15 min) and a refresh token (7 days).
+
+    5 failed attempts per 15 minutes per account and client IP (429 with Retry-After)."""
+    await take_login_attempt(conn, request, body.email)
     user = await core_auth.authenticate_password(conn, body.email, body.password)
+    await forgive_login_attempt(conn, request, body.email)
     refresh = await core_auth.start_session(conn, user.id)
     log.info("login", user_id=user.id)
     return _pair(keys, refresh)
@@ -79,7 +84,7 @@ async def me(user: UserDep, conn: ConnDep) -> Me:
 TAGS = ("auth",)
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/auth/login", Scope.PUBLIC, login, summary="Log in",
-          response_model=TokenPair, tags=TAGS, rate_limit="auth"),
+          response_model=TokenPair, tags=TAGS, rate_limit="login"),
     Route("POST", "/auth/refresh", Scope.PUBLIC, refresh, summary="Rotate a refresh token",
           response_model=TokenPair, tags=TAGS, rate_limit="auth"),
     Route("POST", "/auth/logout", Scope.USER, logout, status_code=204, summary="Log out",

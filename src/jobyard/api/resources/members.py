@@ -1,4 +1,5 @@
-"""Organization members: list, add (inviting an unknown email), change role, remove.
+"""Organization members: list, change role, remove. People join through invitations
+(api/resources/invitations.py), never by being added.
 
 Admins manage members up to admin; only owners grant, change or remove the owner role. The last
 owner can be neither demoted nor removed (409, enforced in one locked transaction).
@@ -11,13 +12,13 @@ from fastapi import Response
 from jobyard.api.deps import ConnDep, OrgAccess, OrgDep
 from jobyard.api.pagination import Page, PageDep, make_page
 from jobyard.api.routes import Route, Scope
-from jobyard.api.schemas import MemberCreate, MemberCreated, MemberPublic, MemberUpdate
+from jobyard.api.schemas import MemberPublic, MemberUpdate
 from jobyard.core import tenancy
 from jobyard.core.auth import PermissionDenied
 from jobyard.domain.enums import Role
 
 
-def _owner_rule(org: OrgAccess, *roles: Role) -> None:
+def owner_rule(org: OrgAccess, *roles: Role) -> None:
     if Role.OWNER in roles and org.role is not Role.OWNER:
         raise PermissionDenied("only an owner can grant, change or remove the owner role")
 
@@ -32,28 +33,18 @@ async def list_members(org: OrgDep, conn: ConnDep, page: PageDep) -> Page[Member
     )
 
 
-async def add_member(body: MemberCreate, org: OrgDep, conn: ConnDep) -> MemberCreated:
-    """Add the account with this email. An email with no account gets one, and its temporary
-    password is returned in this response only."""
-    _owner_rule(org, body.role)
-    member, temporary = await tenancy.add_member(
-        conn, org.org_id, email=body.email, role=body.role, display_name=body.display_name
-    )
-    return MemberCreated.model_validate({**member, "temporary_password": temporary})
-
-
 async def update_member(
     user_id: int, body: MemberUpdate, org: OrgDep, conn: ConnDep
 ) -> MemberPublic:
     current = await tenancy.get_member(conn, org.org_id, user_id)
-    _owner_rule(org, body.role, Role(current["role"]))
+    owner_rule(org, body.role, Role(current["role"]))
     row = await tenancy.set_member_role(conn, org.org_id, user_id, body.role)
     return MemberPublic.model_validate(row)
 
 
 async def remove_member(user_id: int, org: OrgDep, conn: ConnDep) -> Response:
     current = await tenancy.get_member(conn, org.org_id, user_id)
-    _owner_rule(org, Role(current["role"]))
+    owner_rule(org, Role(current["role"]))
     await tenancy.remove_member(conn, org.org_id, user_id)
     return Response(status_code=204)
 
@@ -62,9 +53,6 @@ TAGS = ("members",)
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/orgs/{org_id}/members", Scope.ORG, list_members, min_role=Role.VIEWER,
           summary="List members", response_model=Page[MemberPublic], tags=TAGS),
-    Route("POST", "/orgs/{org_id}/members", Scope.ORG, add_member, min_role=Role.ADMIN,
-          status_code=201, summary="Add or invite a member", response_model=MemberCreated,
-          tags=TAGS),
     Route("PATCH", "/orgs/{org_id}/members/{user_id}", Scope.ORG, update_member,
           min_role=Role.ADMIN, summary="Change a member's role", response_model=MemberPublic,
           tags=TAGS),

@@ -24,3 +24,10 @@ FROM win
 -- name: ratelimit_prune
 -- Delete counters whose window started before a cut-off (they can no longer refuse anything).
 DELETE FROM rate_limit_counters WHERE window_start < coalesce(%(now)s, now()) - make_interval(secs => %(older_than_s)s)
+
+-- name: ratelimit_give_back
+-- Return n hits to a bucket's current window (a login that succeeded is not a failed attempt); never below zero.
+UPDATE rate_limit_counters
+SET hits = greatest(0, hits - %(n)s)
+WHERE bucket = %(bucket)s
+  AND window_start = to_timestamp(floor(extract(epoch FROM coalesce(%(now)s, now())) / %(window_s)s) * %(window_s)s)

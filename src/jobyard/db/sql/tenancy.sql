@@ -63,17 +63,6 @@ WHERE org_id = %(org_id)s AND user_id = %(user_id)s
 -- Remove a member from an organization.
 DELETE FROM organization_members WHERE org_id = %(org_id)s AND user_id = %(user_id)s
 
--- name: tenancy_user_by_email
--- A user by email (to add an existing account to an organization).
-SELECT id, email, display_name FROM users WHERE email = lower(%(email)s)
-
--- name: tenancy_user_insert
--- Create a user account (an invitation of an unknown email).
-INSERT INTO users (email, password_hash, display_name)
-VALUES (lower(%(email)s), %(password_hash)s, %(display_name)s)
-ON CONFLICT (email) DO NOTHING
-RETURNING id, email, display_name
-
 -- name: tenancy_project_page
 -- One keyset page of an organization's projects.
 SELECT id, org_id, name, slug, created_at FROM projects

@@ -50,6 +50,11 @@ _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 # Credentials belong to the origin the user named; a redirect target never receives them.
 _CREDENTIAL_HEADERS: Final = frozenset({"authorization", "proxy-authorization", "cookie"})
+# A redirect to another origin carries only these of the payload's headers: any other one
+# (X-Api-Key, X-Auth-Token, …) may be a secret meant for the origin the user named.
+_CROSS_ORIGIN_SAFE_HEADERS: Final = frozenset(
+    {"accept", "accept-language", "content-type", "content-language", "user-agent"}
+)
 # Set by the client from the URL and body; letting the payload override them invites smuggling.
 _RESERVED_HEADERS: Final = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 _BODY_HEADERS: Final = frozenset({"content-type", "content-encoding", "content-language"})
@@ -380,10 +385,14 @@ async def _follow(
             raise TooManyRedirects(
                 f"more than {MAX_REDIRECTS} redirects", max_redirects=MAX_REDIRECTS
             )
-        url = _redirect_target(url, location)
+        target = _redirect_target(url, location)
         method, content = _redirect_method(method, status, content, headers)
         for name in _CREDENTIAL_HEADERS:
             headers.pop(name, None)
+        if _origin(target) != _origin(url):
+            for name in [n for n in headers if n.lower() not in _CROSS_ORIGIN_SAFE_HEADERS]:
+                headers.pop(name, None)
+        url = target
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
 
@@ -452,6 +461,10 @@ def _redirect_target(current: httpx.URL, location: str) -> httpx.URL:
         raise HttpRequestFailed("the redirect Location has no host")
     # Userinfo in a Location would become an Authorization header the user never gave.
     return target.copy_with(username=None, password=None, fragment=None)
+
+
+def _origin(url: httpx.URL) -> tuple[str, bytes, int]:
+    return url.scheme, url.raw_host.lower(), url.port or _DEFAULT_PORTS[url.scheme]
 
 
 def _redirect_method(
