@@ -16,7 +16,7 @@ Run the handlers with `jobyard worker --app mymodule:app --queues emails`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -30,6 +30,8 @@ from jobyard.domain.errors import ConfigurationError, NotFound, ValidationFailed
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.schemas import JobCreate, RetryOverride
 from jobyard.domain.settings import Settings
+from jobyard.worker.canvas import BatchRun, JobRef, Signature, job_ids
+from jobyard.worker.canvas import batch as canvas_batch
 from jobyard.worker.registry import Handler, Registry, TaskSpec
 
 
@@ -64,12 +66,16 @@ class Task:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
         **payload: Any,
     ) -> Deferred:
         """Enqueue one job for this task; keyword arguments are the payload.
 
         With `conn`, the insert runs on the caller's connection — inside the caller's open
         transaction, if any — so the job exists only if that transaction commits.
+        `after=[job_or_id, ...]` makes it wait until those jobs are done; if one ends
+        dead-lettered or cancelled it is cancelled too, unless `run_anyway=True`.
         """
         return await self.app.defer(
             self.name,
@@ -79,7 +85,13 @@ class Task:
             run_at=run_at,
             idempotency_key=idempotency_key,
             priority=priority,
+            after=after,
+            run_anyway=run_anyway,
         )
+
+    def s(self, **payload: Any) -> Signature:
+        """A signature: this task with its payload, for `chain`, `group` and `app.batch`."""
+        return Signature(self, payload)
 
     def defer_sync(
         self,
@@ -218,6 +230,8 @@ class App:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
     ) -> Deferred:
         """Enqueue a job by handler name (registered here or a built-in such as "sleep")."""
         spec = self.registry.get(handler) or TaskSpec(name=handler, fn=_unregistered)
@@ -231,6 +245,13 @@ class App:
             run_at=run_at,
             idempotency_key=idempotency_key,
         )
+        if after:
+            try:
+                job = JobCreate.model_validate(
+                    {**job.model_dump(), "depends_on": job_ids(after), "run_anyway": run_anyway}
+                )
+            except ValidationError as exc:
+                raise _validation_failed(exc) from None
         if conn is not None:
             return await self._insert(conn, job)
         if self._pool is not None:
@@ -242,6 +263,26 @@ class App:
         finally:
             await own.close()
 
+    async def batch(
+        self,
+        items: Sequence[Signature],
+        *,
+        on_success: Signature | None = None,
+        on_failure: Signature | None = None,
+        on_complete: Signature | None = None,
+        conn: dbpool.Conn | None = None,
+    ) -> BatchRun:
+        """Enqueue `[task.s(...), ...]` as one batch (one queue, one statement) with callbacks
+        enqueued exactly once when the last job reaches a final state (see canvas.batch)."""
+        return await canvas_batch(
+            self,
+            items,
+            on_success=on_success,
+            on_failure=on_failure,
+            on_complete=on_complete,
+            conn=conn,
+        )
+
     def defer_sync(
         self,
         handler: str,
@@ -252,6 +293,8 @@ class App:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
     ) -> Deferred:
         """Blocking `defer` for code that is not async (a web view, a script)."""
         try:
@@ -271,6 +314,8 @@ class App:
                 run_at=run_at,
                 idempotency_key=idempotency_key,
                 priority=priority,
+                after=after,
+                run_anyway=run_anyway,
             )
         )
 

@@ -16,6 +16,7 @@ MODULES: tuple[str, ...] = (
     "queues",
     "retry_policies",
     "jobs",
+    "workflows",
     "executions",
     "schedules",
     "workers",
