@@ -11,7 +11,7 @@ import pytest
 from jobyard.core import claim, enqueue, transitions, workflows
 from jobyard.core.claim import queues_by_names
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import NotFound, ValidationFailed
+from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId, WorkerId
 from jobyard.domain.models import ClaimedJob, QueueRef
 from jobyard.domain.schemas import BatchCreate, JobCreate, WorkflowCreate
@@ -195,7 +195,7 @@ async def test_retrying_a_failed_step_lets_the_workflow_continue(conn: Conn) -> 
     await transitions.complete_many(conn, [ja])
     (jb,) = await _claim(conn, queue, worker)
     assert jb.id == b
-    with pytest.raises(ValidationFailed, match="only a failed step"):
+    with pytest.raises(IllegalTransition, match="only a dead-lettered or cancelled step"):
         await workflows.retry_step(conn, project, JobId(b))
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from jobyard.core import enqueue
+from jobyard.core import enqueue, read_models
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import NotFound, ValidationFailed
+from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.schemas import JobCreate, WorkflowCreate
 
@@ -98,7 +98,7 @@ async def graph(conn: Conn, project_id: ProjectId, job_id: JobId) -> WorkflowGra
     """Nodes and edges of the workflow `job_id` belongs to; NotFound for another project's."""
     nodes = await members(conn, project_id, job_id)
     if not nodes:
-        raise NotFound(f"job {job_id} does not exist in this project")
+        raise NotFound("job not found")
     truncated = len(nodes) > MAX_MEMBERS
     nodes = nodes[:MAX_MEMBERS]
     edges = await run.all_rows(conn, "read_workflow_edges", {"ids": [n["id"] for n in nodes]})
@@ -112,7 +112,7 @@ async def cancel_workflow(
     holding its running steps to stop them. Finished steps keep their outcome."""
     ids = [n["id"] for n in await members(conn, project_id, job_id)]
     if not ids:
-        raise NotFound(f"job {job_id} does not exist in this project")
+        raise NotFound("job not found")
     params = {
         "project_id": project_id,
         "ids": ids,
@@ -122,7 +122,10 @@ async def cancel_workflow(
     async with conn.transaction():
         cancelled = await run.all_rows(conn, "workflow_cancel_pending", params)
         requested = await run.all_rows(conn, "workflow_request_cancel", params)
-    return {"cancelled": [r["id"] for r in cancelled], "requested": [r["id"] for r in requested]}
+    return {
+        "cancelled": sorted(r["id"] for r in cancelled),
+        "requested": sorted(r["id"] for r in requested),
+    }
 
 
 async def cancel_batch(
@@ -140,7 +143,10 @@ async def cancel_batch(
     async with conn.transaction():
         cancelled = await run.all_rows(conn, "batch_cancel_pending", params)
         requested = await run.all_rows(conn, "batch_request_cancel", params)
-    return {"cancelled": [r["id"] for r in cancelled], "requested": [r["id"] for r in requested]}
+    return {
+        "cancelled": sorted(r["id"] for r in cancelled),
+        "requested": sorted(r["id"] for r in requested),
+    }
 
 
 async def retry_step(
@@ -154,10 +160,11 @@ async def retry_step(
     async with conn.transaction():
         row = await run.one(conn, "workflow_retry_step", params)
         if row is None:
-            raise ValidationFailed(
-                f"job {job_id} is not dead-lettered or cancelled in this project; "
-                "only a failed step can be retried",
-                field="job_id",
+            job = await read_models.get_job(conn, project_id, job_id)  # NotFound if foreign
+            raise IllegalTransition(
+                f"job {job_id} is {job['status']}; only a dead-lettered or cancelled step "
+                "can be retried",
+                status=job["status"],
             )
         revived = [r["id"] for r in await run.all_rows(conn, "workflow_revive_dependents", params)]
         again = await run.all_rows(
@@ -170,7 +177,7 @@ async def batch_status(conn: Conn, project_id: ProjectId, batch_id: int) -> dict
     """total, done, failed, cancelled, pending and the callbacks of one batch."""
     row = await run.one(conn, "read_batch_get", {"project_id": project_id, "batch_id": batch_id})
     if row is None:
-        raise NotFound(f"batch {batch_id} does not exist in this project")
+        raise NotFound("batch not found")
     return row
 
 
