@@ -199,6 +199,17 @@ async def test_retrying_a_failed_step_lets_the_workflow_continue(conn: Conn) -> 
         await workflows.retry_step(conn, project, JobId(b))
 
 
+async def test_a_step_cancelled_by_its_parent_is_retried_through_the_parent(conn: Conn) -> None:
+    project, queue, worker = await _setup(conn)
+    a = await _job(conn, project)
+    b = await _job(conn, project, a)
+    (ja,) = await _claim(conn, queue, worker)
+    await _dead_letter(conn, ja)
+    with pytest.raises(IllegalTransition, match="retry that parent"):
+        await workflows.retry_step(conn, project, JobId(b))
+    assert (await _status(conn, b))[0] == "cancelled"
+
+
 async def test_cancel_workflow_cancels_pending_steps_only(conn: Conn) -> None:
     project, queue, worker = await _setup(conn)
     a = await _job(conn, project)

@@ -161,6 +161,12 @@ async def retry_step(
         row = await run.one(conn, "workflow_retry_step", params)
         if row is None:
             job = await read_models.get_job(conn, project_id, job_id)  # NotFound if foreign
+            if job["cancel_reason"] and job["cancel_reason"].startswith("dependency failed:"):
+                raise IllegalTransition(
+                    f"job {job_id} was cancelled because a parent failed "
+                    f"({job['cancel_reason']}); retry that parent and this job waits again",
+                    status=job["status"],
+                )
             raise IllegalTransition(
                 f"job {job_id} is {job['status']}; only a dead-lettered or cancelled step "
                 "can be retried",
@@ -192,3 +198,9 @@ async def parents(conn: Conn, project_id: ProjectId, job_id: JobId) -> list[dict
     return await run.all_rows(
         conn, "read_job_parents", {"project_id": project_id, "job_id": job_id}
     )
+
+
+async def in_workflow(conn: Conn, job_id: JobId) -> bool:
+    """Whether the job has parents or children (so a workflow page exists for it)."""
+    row = await run.one(conn, "read_job_in_workflow", {"job_id": job_id})
+    return bool(row and row["linked"])

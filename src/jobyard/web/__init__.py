@@ -13,10 +13,11 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 def mount_dashboard(app: FastAPI) -> None:
     """Add the dashboard's page routes and its static files (CSS, the polling script)."""
-    from jobyard.web.pages import router  # imported here: pages import the api package
+    # Imported here: pages import the api package.
+    from jobyard.web import pages, workflows
 
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for route in router.routes:
+    for route in [*pages.router.routes, *workflows.router.routes]:
         assert isinstance(route, APIRoute)
         app.add_api_route(
             route.path,

@@ -45,13 +45,15 @@ SELECT r.id, pg_notify('jobyard_cancel', r.id::text || ':' || r.worker_id::text)
 FROM requested r
 
 -- name: workflow_retry_step
--- dead_letter/cancelled → queued with fresh attempts: a failed step runs again.
+-- dead_letter/cancelled → queued with fresh attempts: a failed (or cancelled) step runs again.
 -- explain: {}
 WITH retried AS (
     UPDATE jobs
     SET status = 'queued', attempt = 0, finished_at = NULL, cancel_requested_at = NULL,
         cancel_reason = NULL, run_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     WHERE id = %(job_id)s AND project_id = %(project_id)s AND status IN ('dead_letter', 'cancelled')
+      -- A step cancelled because a parent failed runs again when that parent is retried.
+      AND coalesce(cancel_reason, '') NOT LIKE 'dependency failed:%%'
     RETURNING id, queue_id
 )
 SELECT r.id, pg_notify('jobyard_jobs', r.queue_id::text) AS notified FROM retried r
@@ -143,3 +145,9 @@ SELECT b.id, b.project_id, q.name AS queue, b.size, b.done, b.failed, b.cancelle
        b.callback_job_ids, b.created_at
 FROM job_batches b JOIN queues q ON q.id = b.queue_id
 WHERE b.id = %(batch_id)s AND b.project_id = %(project_id)s
+
+-- name: read_job_in_workflow
+-- Whether a job has parents or children (its page links to the workflow).
+-- explain: {}
+SELECT EXISTS (SELECT FROM job_dependencies WHERE job_id = %(job_id)s)
+    OR EXISTS (SELECT FROM job_dependencies WHERE depends_on_job_id = %(job_id)s) AS linked
