@@ -29,8 +29,12 @@ if TYPE_CHECKING:
         LeaseLost,
         NotFound,
         RetryOverride,
+        Signature,
         Task,
         ValidationFailed,
+        WorkflowFailed,
+        chain,
+        group,
     )
 
 __all__ = [
@@ -45,8 +49,12 @@ __all__ = [
     "LeaseLost",
     "NotFound",
     "RetryOverride",
+    "Signature",
     "Task",
     "ValidationFailed",
+    "WorkflowFailed",
+    "chain",
+    "group",
 ]
 
 

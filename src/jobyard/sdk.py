@@ -16,6 +16,7 @@ from jobyard.domain.errors import (
 )
 from jobyard.domain.schemas import RetryOverride
 from jobyard.worker.app import App, Deferred, Task
+from jobyard.worker.canvas import Signature, WorkflowFailed, chain, group
 from jobyard.worker.context import JobContext, JobLogger
 
 __all__ = [
@@ -30,6 +31,10 @@ __all__ = [
     "LeaseLost",
     "NotFound",
     "RetryOverride",
+    "Signature",
     "Task",
     "ValidationFailed",
+    "WorkflowFailed",
+    "chain",
+    "group",
 ]

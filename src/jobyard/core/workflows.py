@@ -204,3 +204,8 @@ async def in_workflow(conn: Conn, job_id: JobId) -> bool:
     """Whether the job has parents or children (so a workflow page exists for it)."""
     row = await run.one(conn, "read_job_in_workflow", {"job_id": job_id})
     return bool(row and row["linked"])
+
+
+async def outcomes(conn: Conn, project_id: ProjectId, ids: list[int]) -> list[dict[str, Any]]:
+    """id, status and result of the given jobs of this project."""
+    return await run.all_rows(conn, "read_job_outcomes", {"project_id": project_id, "ids": ids})

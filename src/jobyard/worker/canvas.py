@@ -13,16 +13,17 @@ handler). docs/WORKFLOWS.md has runnable examples.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import count
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from pydantic import ValidationError
 
 from jobyard.core import enqueue, projects, workflows
 from jobyard.db import pool as dbpool
-from jobyard.domain.errors import ValidationFailed
+from jobyard.domain.errors import JobyardError, ValidationFailed
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.schemas import BatchCreate, WorkflowCreate
 
@@ -104,6 +105,9 @@ class _Part:
     tails: list[str]  # steps that what comes after the part waits for
 
 
+FINAL: Final = frozenset({"done", "dead_letter", "cancelled"})
+
+
 @dataclass(frozen=True)
 class WorkflowRun:
     """The enqueued workflow: job ids by step key (`s0`, `s1`, … in the order written), and the
@@ -111,6 +115,37 @@ class WorkflowRun:
 
     job_ids: dict[str, int]
     last: list[int]
+    app: App | None = field(default=None, repr=False, compare=False)
+
+    async def wait(
+        self,
+        timeout: float = 60.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
+        *,
+        poll_s: float = 0.2,
+    ) -> dict[int, Any]:
+        """Wait until every step is final; the last steps' results by job id. Raises
+        TimeoutError, or WorkflowFailed when a last step did not end done."""
+        assert self.app is not None
+        ids = sorted(self.job_ids.values())
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            rows = await using(self.app, None, (), lambda c, p: workflows.outcomes(c, p, ids))
+            if all(r["status"] in FINAL for r in rows):
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"workflow not finished within {timeout} s")
+            await asyncio.sleep(poll_s)
+        by_id = {r["id"]: r for r in rows}
+        failed = {i: by_id[i]["status"] for i in self.last if by_id[i]["status"] != "done"}
+        if failed:
+            raise WorkflowFailed(f"the workflow's last steps did not succeed: {failed}")
+        return {i: by_id[i]["result"] for i in self.last}
+
+
+class WorkflowFailed(JobyardError):
+    """A workflow's last steps did not end done."""
+
+    code = "workflow_failed"
 
 
 class _Composite:
@@ -150,7 +185,7 @@ class _Composite:
 
         async def go(c: dbpool.Conn, project_id: ProjectId) -> WorkflowRun:
             result = await workflows.enqueue_workflow(c, project_id, body)
-            return WorkflowRun(result.job_ids, [result.job_ids[k] for k in part.tails])
+            return WorkflowRun(result.job_ids, [result.job_ids[k] for k in part.tails], app)
 
         return await using(app, conn, {s["queue"] for s in steps}, go)
 
@@ -210,6 +245,27 @@ def group(*parts: Signature | _Composite) -> Group:
 class BatchRun:
     batch_id: int
     job_ids: list[int]
+    app: App | None = field(default=None, repr=False, compare=False)
+
+    async def wait(
+        self,
+        timeout: float = 60.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
+        *,
+        poll_s: float = 0.2,
+    ) -> dict[str, Any]:
+        """Wait until every job of the batch is final; its status (size, done, failed,
+        cancelled, pending, callback_job_ids). Raises TimeoutError."""
+        assert self.app is not None
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            status = await using(
+                self.app, None, (), lambda c, p: workflows.batch_status(c, p, self.batch_id)
+            )
+            if status["completed_at"] is not None:
+                return status
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"batch {self.batch_id} not finished within {timeout} s")
+            await asyncio.sleep(poll_s)
 
 
 async def batch(
@@ -255,7 +311,7 @@ async def batch(
 
     async def go(c: dbpool.Conn, project_id: ProjectId) -> BatchRun:
         result = await enqueue.enqueue_batch(c, project_id, body)
-        return BatchRun(result.batch_id, result.job_ids)
+        return BatchRun(result.batch_id, result.job_ids, app)
 
     return await using(app, conn, names, go)
 

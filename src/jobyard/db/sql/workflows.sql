@@ -151,3 +151,10 @@ WHERE b.id = %(batch_id)s AND b.project_id = %(project_id)s
 -- explain: {}
 SELECT EXISTS (SELECT FROM job_dependencies WHERE job_id = %(job_id)s)
     OR EXISTS (SELECT FROM job_dependencies WHERE depends_on_job_id = %(job_id)s) AS linked
+
+-- name: read_job_outcomes
+-- Status and result of the given jobs of a project (what WorkflowRun.wait polls).
+-- explain: {"ids": ["$job_id"]}
+SELECT id, status, result FROM jobs
+WHERE project_id = %(project_id)s AND id = ANY(%(ids)s::bigint[])
+ORDER BY id
