@@ -4,13 +4,14 @@ Issue 13 point 5 and issue 14 points 1–3: the jobs_final_effects trigger (migr
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from jobyard.core import claim, enqueue, transitions, workflows
 from jobyard.core.claim import queues_by_names
-from jobyard.db.pool import Conn
+from jobyard.db.pool import Conn, connect
 from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId, WorkerId
 from jobyard.domain.models import ClaimedJob, QueueRef
@@ -289,3 +290,28 @@ async def test_batch_callback_queue_must_exist(conn: Conn) -> None:
     project, _, _ = await _setup(conn)
     with pytest.raises(NotFound, match="callback queue 'nope'"):
         await _batch(conn, project, 1, on_complete={"handler": "x", "queue": "nope"})
+
+
+async def test_a_parent_finishing_while_its_child_is_enqueued_still_releases_it(
+    conn: Conn, db_url: str
+) -> None:
+    """The enqueue locks its parents FOR SHARE: a parent's completion waits for the child's
+    transaction, so its trigger sees the new child (without the lock the child waits forever)."""
+    project, queue, worker = await _setup(conn)
+    parent = await _job(conn, project)
+    (held,) = await _claim(conn, queue, worker)
+    enqueuer = await connect(db_url)  # not autocommit: the enqueue stays open until commit
+    completer = await connect(db_url, autocommit=True)
+    try:
+        await enqueuer.execute("SELECT 1")  # the caller's transaction is open
+        child = await _job(enqueuer, project, parent)
+        finishing = asyncio.create_task(transitions.complete_many(completer, [held]))
+        await asyncio.sleep(0.5)
+        lock_waited = not finishing.done()
+        await enqueuer.commit()
+        assert await finishing == {held.id}
+        assert await _status(conn, child) == ("queued", None)
+        assert lock_waited, "the completion did not wait for the enqueue's lock on the parent"
+    finally:
+        await enqueuer.close()
+        await completer.close()
