@@ -612,7 +612,8 @@ def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: boo
         print(json.dumps(medians))
         return
     for key, value in medians.items():
-        err.print(f"{key:28} {value:>12,.3f}")
+        values = [r[key] for r in rounds]
+        err.print(f"{key:28} {value:>12,.3f}   ({min(values):,.3f} – {max(values):,.3f})")
 
 
 def main() -> None:
