@@ -162,11 +162,20 @@ async def measure(fresh: FreshDatabase, sizes: WorkflowSizes) -> dict[str, float
         r = await scenarios.drain(url, sizes.drain, sizes.processes, sizes.drain_concurrency)
         return {"plain_drain_per_s": r.per_s}
 
+    async def plain_without_trigger(url: str) -> dict[str, float]:
+        conn = await connect(url, autocommit=True)
+        try:
+            await run.execute(conn, "bench_without_final_effects")
+        finally:
+            await conn.close()
+        r = await scenarios.drain(url, sizes.drain, sizes.processes, sizes.drain_concurrency)
+        return {"plain_drain_without_trigger_per_s": r.per_s}
+
     async def deps(url: str) -> dict[str, float]:
         rate = await dependency_drain(url, sizes.drain, sizes.processes, sizes.drain_concurrency)
         return {"dependency_drain_per_s": rate}
 
-    steps: list[Measure] = [pickup, chain, fan, plain, deps]
+    steps: list[Measure] = [pickup, chain, fan, plain, plain_without_trigger, deps]
     for step in steps:
         url, drop = fresh()
         try:
@@ -177,6 +186,9 @@ async def measure(fresh: FreshDatabase, sizes: WorkflowSizes) -> dict[str, float
         1 / out["dependency_drain_per_s"] - 1 / out["plain_drain_per_s"]
     )
     out["bookkeeping_pct"] = 100 * (out["plain_drain_per_s"] / out["dependency_drain_per_s"] - 1)
+    out["trigger_cost_pct"] = 100 * (
+        out["plain_drain_without_trigger_per_s"] / out["plain_drain_per_s"] - 1
+    )
     out["chain_vs_pickup_p50"] = out["chain_step_p50_ms"] / out["pickup_p50_ms"]
     out["chain_vs_pickup_p99"] = out["chain_step_p99_ms"] / out["pickup_p99_ms"]
     return out

@@ -88,3 +88,7 @@ FROM job_batches b WHERE b.id = %(batch_id)s
 -- Whether the given jobs are all done.
 SELECT count(*) FILTER (WHERE status = 'done') = cardinality(%(ids)s::bigint[]) AS done
 FROM jobs WHERE id = ANY(%(ids)s::bigint[])
+
+-- name: bench_without_final_effects
+-- The baseline without migration 0008's trigger (measures what it costs a plain drain).
+ALTER TABLE jobs DISABLE TRIGGER jobs_final_effects
