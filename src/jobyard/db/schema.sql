@@ -169,6 +169,8 @@ BEGIN
     -- 1. The failure policy: the waiting dependents of a parent that ended dead_letter or
     -- cancelled are cancelled, transitively, in this transaction, with a reason naming the
     -- parent. An edge marked run_anyway stops the walk (step 2 queues that child).
+    -- Each step first asks a one-table question, so a plain completion skips the joins.
+    IF EXISTS (SELECT FROM new_jobs WHERE status IN ('dead_letter', 'cancelled')) THEN
     WITH RECURSIVE failed AS (
         SELECT nj.id, nj.status FROM new_jobs nj JOIN old_jobs oj ON oj.id = nj.id
         WHERE nj.status IN ('dead_letter', 'cancelled')
@@ -198,16 +200,16 @@ BEGIN
                         x.via, x.root, x.root_status) END
     FROM nearest x
     WHERE c.id = x.id AND c.status = 'waiting';
+    END IF;
 
     -- 2. Waiting children of parents that just became final: lock them (in id order, so two
     -- completers never deadlock), then look at their parents with a fresh snapshot. Of two
     -- parents finishing at once, the second to lock the child sees the first committed.
+    -- (No join with old_jobs: a child looked at twice is harmless, its parents decide.)
     SELECT array_agg(DISTINCT d.job_id ORDER BY d.job_id) INTO ids
     FROM new_jobs nj
-    JOIN old_jobs oj ON oj.id = nj.id
     JOIN job_dependencies d ON d.depends_on_job_id = nj.id
-    WHERE nj.status IN ('done', 'dead_letter', 'cancelled')
-      AND oj.status NOT IN ('done', 'dead_letter', 'cancelled');
+    WHERE nj.status IN ('done', 'dead_letter', 'cancelled');
     IF ids IS NOT NULL THEN
         PERFORM FROM jobs WHERE id = ANY (ids) AND status = 'waiting' ORDER BY id FOR UPDATE;
         WITH released AS (
@@ -227,6 +229,9 @@ BEGIN
     -- 3. Batch counters, on the batch row. Rows are locked in id order first (a completion may
     -- hold jobs of several batches). The UPDATE adds to the newest committed counts, so exactly
     -- one transaction sees them reach the size with completed_at still NULL.
+    IF NOT EXISTS (SELECT FROM new_jobs WHERE batch_id IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
     FOR b IN
         WITH delta AS (
             SELECT nj.batch_id,
