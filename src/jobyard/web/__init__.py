@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def mount_dashboard(app: FastAPI) -> None:
-    """Add the dashboard's page routes and its static files (CSS, the polling script)."""
+def dashboard_routers() -> list[APIRouter]:
+    """Every router of the dashboard's screens (one module per screen group)."""
     # Imported here: pages import the api package.
     from jobyard.web import pages, workflows
 
+    return [pages.router, workflows.router]
+
+
+def mount_dashboard(app: FastAPI) -> None:
+    """Add the dashboard's page routes and its static files (CSS, the polling script)."""
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for route in [*pages.router.routes, *workflows.router.routes]:
+    for route in [r for router in dashboard_routers() for r in router.routes]:
         assert isinstance(route, APIRoute)
         app.add_api_route(
             route.path,
