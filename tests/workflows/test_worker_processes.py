@@ -188,7 +188,7 @@ async def test_a_worker_sigkilled_mid_step_recovers_like_a_plain_job(
         assert await _status(conn, c) == "waiting"
         workers(db_url, 1)
         await eventually(lambda: _finished(conn, [a, b, c]), timeout=60)
-    assert await _result(conn, c) == 4  # 1 → 1 + 1 → 2 + 1 + 1
+    assert await _result(conn, c) == 3  # a = 1; b = 1 + a = 2; c = 1 + b = 3
     outcomes = await rows(
         conn,
         "SELECT outcome::text AS o FROM job_executions WHERE job_id = %s ORDER BY execution_seq",
