@@ -11,7 +11,7 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser test check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
+.PHONY: help install browser test test-workflows-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ browser: ## install Debian's chromium for the dashboard tests (needs root; no-op
 
 test: install browser ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+test-workflows-slow: install ## the workflow tests with the 1,000-job batch repeated 20 times
+	JOBYARD_BATCH_REPEATS=20 $(BIN)/python -m pytest tests/workflows -q $(PYTEST_ARGS)
 
 lint: install ## ruff check + format check
 	$(BIN)/ruff check src tests

@@ -33,8 +33,12 @@ if TYPE_CHECKING:
         NotFound,
         ResultTimeout,
         RetryOverride,
+        Signature,
         Task,
         ValidationFailed,
+        WorkflowFailed,
+        chain,
+        group,
     )
 
 __all__ = [
@@ -53,8 +57,12 @@ __all__ = [
     "NotFound",
     "ResultTimeout",
     "RetryOverride",
+    "Signature",
     "Task",
     "ValidationFailed",
+    "WorkflowFailed",
+    "chain",
+    "group",
 ]
 
 

@@ -19,6 +19,7 @@ from jobyard.domain.errors import (
 )
 from jobyard.domain.schemas import RetryOverride
 from jobyard.worker.app import App, Deferred, JobHandle, Task
+from jobyard.worker.canvas import Signature, WorkflowFailed, chain, group
 from jobyard.worker.context import JobContext, JobLogger
 
 __all__ = [
@@ -37,6 +38,10 @@ __all__ = [
     "NotFound",
     "ResultTimeout",
     "RetryOverride",
+    "Signature",
     "Task",
     "ValidationFailed",
+    "WorkflowFailed",
+    "chain",
+    "group",
 ]

@@ -282,6 +282,30 @@ async def _job_cancel(ctx: FixtureContext) -> Call:
     return Call(call.path_params, ok_status=200, markers=call.markers)
 
 
+async def _workflow(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    steps = [
+        {"key": "a", "queue": queue["name"], "handler": "noop"},
+        {"key": "b", "queue": queue["name"], "handler": "noop", "after": ["a"]},
+    ]
+    return Call(ctx.project, {"steps": steps})
+
+
+async def _failed_step(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx, status="dead_letter")
+    return Call({**ctx.project, "job_id": job["id"]}, markers=(job["handler"], job["queue"]))
+
+
+async def _batch(ctx: FixtureContext) -> Call:
+    queue = await make_queue_row(ctx)
+    batch = await _row(
+        ctx.conn,
+        "INSERT INTO job_batches (project_id, queue_id, size) VALUES (%(p)s, %(q)s, 1) RETURNING id",
+        {"p": ctx.tenant.project_id, "q": queue["id"]},
+    )
+    return Call({**ctx.project, "batch_id": batch["id"]}, markers=(queue["name"],))
+
+
 async def _job_with_history(ctx: FixtureContext) -> Call:
     job = await make_job_row(ctx, status="done")
     await ctx.conn.execute(
@@ -423,6 +447,12 @@ ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     ("POST", "/projects/{project_id}/jobs/batch"): _enqueue_batch,
     ("GET", "/projects/{project_id}/jobs/{job_id}"): _job,
     ("POST", "/projects/{project_id}/jobs/{job_id}/cancel"): _job_cancel,
+    ("POST", "/projects/{project_id}/workflows"): _workflow,
+    ("GET", "/projects/{project_id}/workflows/{job_id}"): _job,
+    ("POST", "/projects/{project_id}/workflows/{job_id}/cancel"): _job,
+    ("POST", "/projects/{project_id}/workflows/{job_id}/retry"): _failed_step,
+    ("GET", "/projects/{project_id}/batches/{batch_id}"): _batch,
+    ("POST", "/projects/{project_id}/batches/{batch_id}/cancel"): _batch,
     ("GET", "/projects/{project_id}/jobs/{job_id}/executions"): _job_with_history,
     ("GET", "/projects/{project_id}/jobs/{job_id}/logs"): _job_with_history,
     # schedules

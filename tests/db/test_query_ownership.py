@@ -15,7 +15,9 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "jobyard"
 OWNERS: dict[str, frozenset[str]] = {
     "job_claim_": frozenset({"core/claim.py"}),
     "job_insert": frozenset({"core/enqueue.py"}),
-    "job_count_unfinished_parents": frozenset({"core/enqueue.py"}),
+    "job_lock_parents": frozenset({"core/enqueue.py"}),
+    "workflow_": frozenset({"core/workflows.py"}),
+    "batch_": frozenset({"core/workflows.py"}),
     "job_get_by_idempotency_key": frozenset({"core/enqueue.py"}),
     "job_promote_due": frozenset({"core/maintenance.py"}),
     "job_": frozenset({"core/transitions.py"}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from jobyard.db import embedded
 from jobyard.db.locate import data_dir as data_dir_of
 from jobyard.db.pool import CONNECTION_ERRORS
 from jobyard.domain.errors import JobyardError
+from jobyard.domain.settings import Settings
 
 root = typer.Typer()
 
@@ -51,12 +53,23 @@ def bench_cmd(
             "'benchmarks/peers/pgqueuer/run.sh --runs 1'.",
         ),
     ] = None,
+    workflows: Annotated[
+        bool,
+        typer.Option(
+            "--workflows",
+            help="Only the workflow scenarios: chain step latency vs pickup, a 10,000-job "
+            "fan-in, dependency bookkeeping vs a plain drain (docs/WORKFLOWS.md).",
+        ),
+    ] = False,
     data_dir: DataDir = None,
 ) -> None:
     """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
     from jobyard.benchmarks import harness, reference, report  # loads only for this command
 
     settings = load_settings(data_dir=data_dir)
+    if workflows:
+        _bench_workflows(settings, quick=quick, runs=runs or 1, as_json=as_json)
+        return
     # Checked before minutes of benchmarking, not after.
     peer = reference.QUOTED
     interleaved: reference.PeerCommand | None = None
@@ -107,3 +120,36 @@ def bench_cmd(
     err.print(f"{peer.label} column: {peer.source}")
     if target is not None:
         err.print(f"wrote {target}")
+
+
+def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: bool) -> None:
+    """`jobyard bench --workflows`: medians of `runs` rounds, printed (no report file)."""
+    import asyncio
+    import statistics
+
+    from jobyard.benchmarks import harness, workflow_scenarios
+    from jobyard.db import testing
+
+    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    sizes = workflow_scenarios.QUICK if quick else workflow_scenarios.FULL
+    template = testing.ensure_template(admin_url)
+
+    def fresh() -> tuple[str, Callable[[], None]]:
+        url = testing.create_clone(admin_url, template, harness.CLONE_PREFIX)
+        return url, lambda: testing.drop_database(admin_url, url)
+
+    rounds: list[dict[str, float]] = []
+    try:
+        for n in range(runs):
+            if not as_json:
+                err.print(f"[dim]·[/] workflow scenarios, run {n + 1}/{runs}")
+            rounds.append(asyncio.run(workflow_scenarios.measure(fresh, sizes)))
+    except JobyardError as exc:
+        raise fail(exc.message, code=exit_code(exc)) from None
+    medians = {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
+    if as_json:
+        print(json.dumps(medians))
+        return
+    for key, value in medians.items():
+        values = [r[key] for r in rounds]
+        err.print(f"{key:28} {value:>12,.3f}   ({min(values):,.3f} – {max(values):,.3f})")

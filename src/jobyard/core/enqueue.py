@@ -66,13 +66,19 @@ async def enqueue(
         if job.depends_on:
             # Parents checked and edges written in the same transaction as the job itself.
             async with conn.transaction():
-                params["waiting"] = await _has_unfinished_parents(conn, project_id, job.depends_on)
+                params["waiting"] = await _has_unfinished_parents(
+                    conn, project_id, job.depends_on, run_anyway=job.run_anyway
+                )
                 row = await run.one(conn, insert, params)
                 if row is not None:
                     await run.execute(
                         conn,
                         "job_insert_dependencies",
-                        {"job_id": row["id"], "parents": job.depends_on},
+                        {
+                            "job_id": row["id"],
+                            "parents": sorted(set(job.depends_on)),
+                            "run_anyway": job.run_anyway,
+                        },
                     )
         else:
             row = await run.one(conn, insert, params)
@@ -101,14 +107,35 @@ async def enqueue(
     return EnqueueResult(job=existing, created=False)
 
 
-async def _has_unfinished_parents(conn: Conn, project_id: ProjectId, parents: list[int]) -> bool:
-    row = await run.one(
-        conn, "job_count_unfinished_parents", {"project_id": project_id, "parents": parents}
+async def _has_unfinished_parents(
+    conn: Conn, project_id: ProjectId, parents: list[int], *, run_anyway: bool
+) -> bool:
+    """Lock the parents (FOR SHARE: a parent's final transition then waits for this enqueue,
+    and its trigger sees the new child) and say whether the child must wait.
+
+    A parent of another project reads as missing. A parent that already ended dead_letter or
+    cancelled is refused unless the child runs anyway: the failure policy would cancel the
+    child at once, and a refusal says why where a cancelled job would not."""
+    rows = await run.all_rows(
+        conn, "job_lock_parents", {"project_id": project_id, "parents": parents}
     )
-    assert row is not None
-    if row["found"] != len(set(parents)):
-        raise ValidationFailed("depends_on names a job that does not exist", field="depends_on")
-    return bool(row["unfinished"])
+    found = {r["id"]: r["status"] for r in rows}
+    missing = sorted(set(parents) - set(found))
+    if missing:
+        raise ValidationFailed(
+            f"depends_on names jobs that do not exist in this project: {missing}",
+            field="depends_on",
+        )
+    if not run_anyway:
+        failed = [(i, s) for i, s in found.items() if s in ("dead_letter", "cancelled")]
+        if failed:
+            i, s = failed[0]
+            raise ValidationFailed(
+                f"parent job {i} already ended {s}, so this job would never run; "
+                "pass run_anyway to run it after its parents whatever their outcome",
+                field="depends_on",
+            )
+    return any(s not in ("done", "dead_letter", "cancelled") for s in found.values())
 
 
 async def _db_now(conn: Conn) -> datetime:
@@ -130,9 +157,22 @@ async def enqueue_batch(
         "items": _BATCH_ITEMS.dump_json(batch.jobs).decode(),
         # Picks the statement's path: the idempotency arbiter only when some item has a key.
         "any_key": any(item.idempotency_key is not None for item in batch.jobs),
+        "callbacks": jsonb(batch.callbacks()),
         "now": sql_now(now),
     }
     async with translated():
+        for spec in batch.callbacks().values():
+            # A callback's queue is checked now: at completion there is nobody to tell.
+            if (
+                await run.one(
+                    conn, "queue_get_by_name", {"project_id": project_id, "name": spec["queue"]}
+                )
+                is None
+            ):
+                raise NotFound(
+                    f"callback queue {spec['queue']!r} does not exist in this project",
+                    field="queue",
+                )
         row = await run.one(conn, "job_insert_batch", params)
     if row is None or row["batch_id"] is None:
         raise NotFound(f"queue {batch.queue!r} does not exist in this project", field="queue")

@@ -72,6 +72,8 @@ class JobCreate(BaseModel):
     timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     retry: RetryOverride | None = None
     depends_on: list[int] = Field(default_factory=list, max_length=100)
+    # Run even if a parent ends dead_letter or cancelled (default: such a parent cancels it).
+    run_anyway: bool = False
 
     _check_payload = field_validator("payload")(check_payload)
 
@@ -105,10 +107,59 @@ class BatchItem(BaseModel):
     _check_payload = field_validator("payload")(check_payload)
 
 
+class CallbackSpec(BaseModel):
+    """A job to enqueue once, when every job of a batch has reached a final state. The
+    callback's payload (an object) gets a `batch` key: id, size, done, failed, cancelled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    handler: HandlerName
+    queue: QueueName = "default"
+    payload: Any = Field(default_factory=dict)
+    priority: Priority = 0
+    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
+    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+
+    _check_payload = field_validator("payload")(check_payload)
+
+
 class BatchCreate(BaseModel):
-    """Many jobs for one queue, inserted in one statement."""
+    """Many jobs for one queue, inserted in one statement, with optional callbacks:
+    on_success (every job done), on_failure (some dead-lettered or cancelled), on_complete
+    (either way)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     queue: QueueName = "default"
     jobs: list[BatchItem] = Field(min_length=1, max_length=limits.MAX_BATCH_SIZE)
+    on_success: CallbackSpec | None = None
+    on_failure: CallbackSpec | None = None
+    on_complete: CallbackSpec | None = None
+
+    def callbacks(self) -> dict[str, Any]:
+        """The callbacks as stored on the batch row (`job_batches.callbacks`)."""
+        named = {
+            "on_success": self.on_success,
+            "on_failure": self.on_failure,
+            "on_complete": self.on_complete,
+        }
+        return {k: v.model_dump(mode="json") for k, v in named.items() if v is not None}
+
+
+StepKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+
+
+class WorkflowStep(JobCreate):
+    """One step of a workflow: a job, named by `key`, that runs after the steps (keys) or
+    existing jobs (ids) listed in `after`."""
+
+    key: StepKey
+    after: list[StepKey | int] = Field(default_factory=list, max_length=100)
+
+
+class WorkflowCreate(BaseModel):
+    """A DAG of jobs enqueued in one transaction; a cycle is refused (422)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: list[WorkflowStep] = Field(min_length=1, max_length=1000)

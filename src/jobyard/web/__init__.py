@@ -11,17 +11,18 @@ from fastapi.staticfiles import StaticFiles
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def routers() -> list[APIRouter]:
-    """Every router of the dashboard's screens (imported here: pages import the api package)."""
-    from jobyard.web import invitations, pages
+def dashboard_routers() -> list[APIRouter]:
+    """Every router of the dashboard's screens (one module per screen group)."""
+    # Imported here: pages import the api package.
+    from jobyard.web import invitations, pages, workflows
 
-    return [pages.router, invitations.router]
+    return [pages.router, invitations.router, workflows.router]
 
 
 def mount_dashboard(app: FastAPI) -> None:
     """Add the dashboard's page routes and its static files (CSS, the polling script)."""
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for route in [r for router in routers() for r in router.routes]:
+    for route in [r for router in dashboard_routers() for r in router.routes]:
         assert isinstance(route, APIRoute)
         app.add_api_route(
             route.path,

@@ -30,7 +30,7 @@ from jobyard.api.ratelimit import (
     take_login_attempt,
 )
 from jobyard.api.resources._shared import reject_nul
-from jobyard.core import admin, dlq, read_models, schedules, tenancy, transitions
+from jobyard.core import admin, dlq, read_models, schedules, tenancy, transitions, workflows
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
 from jobyard.core.ratelimit import RateLimited
 from jobyard.core.read_models import JobFilters
@@ -75,6 +75,9 @@ NOTICES: Final = {
     "resent": "A new link was sent; the previous one no longer works.",
     "revoked": "Invitation revoked: its link no longer works.",
     "joined": "Welcome: you joined the organization.",
+    "workflow_cancelled": "The workflow's pending steps were cancelled; running ones told to stop.",
+    "step_retried": "The step runs again; the steps cancelled because of it wait for it again.",
+    "batch_cancelled": "The batch's pending jobs were cancelled; running ones asked to stop.",
 }
 
 
@@ -563,6 +566,8 @@ async def job_context(ctx: Ctx, raw_job_id: str) -> dict[str, Any]:
     logs = await read_models.list_logs(ctx.conn, ctx.project_id, job_id, limit=500)
     return ctx.base(
         job=job,
+        parents=await workflows.parents(ctx.conn, ctx.project_id, job_id),
+        in_workflow=await workflows.in_workflow(ctx.conn, job_id),
         executions=executions.items,
         logs=logs.items,
         more_logs=logs.next_key is not None,

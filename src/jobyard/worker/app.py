@@ -24,7 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -47,6 +55,8 @@ from jobyard.domain.errors import (
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate, RetryOverride
 from jobyard.domain.settings import Settings
+from jobyard.worker.canvas import BatchRun, JobRef, Signature, job_ids
+from jobyard.worker.canvas import batch as canvas_batch
 from jobyard.worker.registry import Handler, Registry, TaskSpec
 
 _T = TypeVar("_T")
@@ -173,6 +183,8 @@ class Task:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
         **payload: Any,
     ) -> Deferred:
         """Enqueue one job for this task; keyword arguments are the payload.
@@ -181,6 +193,8 @@ class Task:
         transaction, if any — so the job exists only if that transaction commits. `conn` is a
         psycopg 3 connection (sync or async, any row factory) or a SQLAlchemy 2 Connection /
         AsyncConnection on psycopg.
+        `after=[job_or_id, ...]` makes it wait until those jobs are done; if one ends
+        dead-lettered or cancelled it is cancelled too, unless `run_anyway=True`.
         """
         return await self.app.defer(
             self.name,
@@ -190,6 +204,8 @@ class Task:
             run_at=run_at,
             idempotency_key=idempotency_key,
             priority=priority,
+            after=after,
+            run_anyway=run_anyway,
         )
 
     async def defer_many(
@@ -208,6 +224,10 @@ class Task:
         return await self.app.defer_many(
             self.name, payloads, conn=conn, run_at=run_at, priority=priority
         )
+
+    def s(self, **payload: Any) -> Signature:
+        """A signature: this task with its payload, for `chain`, `group` and `app.batch`."""
+        return Signature(self, payload)
 
     def defer_sync(
         self,
@@ -349,6 +369,8 @@ class App:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
     ) -> Deferred:
         """Enqueue a job by handler name (registered here or a built-in such as "sleep")."""
         spec = self.registry.get(handler) or TaskSpec(name=handler, fn=_unregistered)
@@ -362,6 +384,13 @@ class App:
             run_at=run_at,
             idempotency_key=idempotency_key,
         )
+        if after:
+            try:
+                job = JobCreate.model_validate(
+                    {**job.model_dump(), "depends_on": job_ids(after), "run_anyway": run_anyway}
+                )
+            except ValidationError as exc:
+                raise _validation_failed(exc) from None
         if conn is not None:
             async with foreign.adopted(conn) as adopted:
                 return await self._insert(adopted, job)
@@ -446,6 +475,26 @@ class App:
         finally:
             await own.close()
 
+    async def batch(
+        self,
+        items: Sequence[Signature],
+        *,
+        on_success: Signature | None = None,
+        on_failure: Signature | None = None,
+        on_complete: Signature | None = None,
+        conn: dbpool.Conn | None = None,
+    ) -> BatchRun:
+        """Enqueue `[task.s(...), ...]` as one batch (one queue, one statement) with callbacks
+        enqueued exactly once when the last job reaches a final state (see canvas.batch)."""
+        return await canvas_batch(
+            self,
+            items,
+            on_success=on_success,
+            on_failure=on_failure,
+            on_complete=on_complete,
+            conn=conn,
+        )
+
     def defer_sync(
         self,
         handler: str,
@@ -457,6 +506,8 @@ class App:
         run_at: datetime | None = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        after: Sequence[JobRef] | None = None,
+        run_anyway: bool = False,
     ) -> Deferred:
         """Blocking `defer` for code that is not async (a web view, a script)."""
         if conn is not None and not foreign.is_blocking(conn):
@@ -475,6 +526,8 @@ class App:
                 run_at=run_at,
                 idempotency_key=idempotency_key,
                 priority=priority,
+                after=after,
+                run_anyway=run_anyway,
             ),
             "defer_sync",
         )

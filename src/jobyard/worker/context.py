@@ -21,6 +21,8 @@ from jobyard.domain.models import ClaimedJob
 LogWriter = Callable[[ClaimedJob, str, str, dict[str, Any]], Awaitable[None]]
 # Records the run's progress (fenced); raises LeaseLost when the run is no longer held.
 ProgressWriter = Callable[[ClaimedJob, float, str | None], Awaitable[None]]
+# Reads the results of a job's parents, by parent job id.
+ParentsReader = Callable[[int], Awaitable[dict[int, Any]]]
 
 _LEVELS = ("debug", "info", "warning", "error")
 
@@ -99,6 +101,8 @@ class JobContext:
     logger: JobLogger
     # Set when the handler should stop: timeout, cancel request, lost lease, or drain expiry.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    # Reads parents' results on demand: a job without parents never pays for the query.
+    parents_reader: ParentsReader | None = field(default=None, repr=False)
     # A plain bool, not a threading.Event: written once on the loop thread, read from handler
     # threads (one attribute store is atomic); an Event per job cost ~3 µs of a no-op's budget.
     _cancelled_flag: bool = field(default=False, repr=False)
@@ -132,6 +136,17 @@ class JobContext:
             raise ConfigurationError("progress is recorded only for a job run by a worker")
         job = self.logger._job
         return self.logger._on_loop(_awaited(self._progress(job, float(fraction), message)))
+
+    async def parent_results(self) -> dict[int, Any]:
+        """The results of the jobs this one ran after, by parent job id, in id order (None
+        for a parent that did not end done, which only a `run_anyway` job can see)."""
+        if self.parents_reader is None:
+            return {}
+        return await self.parents_reader(self.job_id)
+
+    def parent_results_sync(self) -> dict[int, Any]:
+        """`parent_results` for a plain `def` handler (runs in a worker thread)."""
+        return asyncio.run_coroutine_threadsafe(self.parent_results(), self.logger._loop).result()
 
     def is_cancelled(self) -> bool:
         """Thread-safe: poll this from a plain `def` handler between units of work."""

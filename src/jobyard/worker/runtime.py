@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jobyard.core import claim, lease, projects, transitions, workers
+from jobyard.core import claim, lease, projects, transitions, workers, workflows
 from jobyard.core.clock import monotonic
 from jobyard.db import run
 from jobyard.db.pool import Conn, Pool, connect, open_pool
@@ -339,6 +339,7 @@ class Worker:
             handler=job.handler,
             logger=JobLogger(job, self._append_log, loop),
             _progress=self._progress_writer,
+            parents_reader=self._parent_results,
         )
         # The job's log fields are bound once, in a context of its own that the handler task
         # and any recording task run in; nothing needs unbinding.
@@ -605,6 +606,11 @@ class Worker:
             log.warning("failure not recorded: this worker no longer held the job")
             return "lease_lost"
         return outcome.value
+
+    async def _parent_results(self, job_id: int) -> dict[int, Any]:
+        assert self._pool is not None
+        async with self._pool.connection() as conn:
+            return await workflows.parent_results(conn, job_id)
 
     async def _append_log(
         self, job: ClaimedJob, level: str, message: str, fields: dict[str, Any]

@@ -17,6 +17,7 @@ MODULES: tuple[str, ...] = (
     "queues",
     "retry_policies",
     "jobs",
+    "workflows",
     "executions",
     "schedules",
     "workers",

@@ -50,3 +50,45 @@ WHERE datname = current_database() AND application_name = 'jobyard-listen'
 -- name: bench_workers_active
 -- Workers registered and running in this database (their signal handlers are installed).
 SELECT count(*) AS active FROM workers WHERE status = 'active'
+
+-- name: bench_insert_children
+-- One waiting child for every queued job of a queue (the dependency drain's second half).
+WITH kids AS (
+    INSERT INTO jobs (project_id, queue_id, handler, status, payload)
+    SELECT project_id, queue_id, handler, 'waiting', jsonb_build_object('parent', id)
+    FROM jobs WHERE queue_id = %(queue_id)s AND status = 'queued'
+    RETURNING id, payload
+)
+INSERT INTO job_dependencies (job_id, depends_on_job_id)
+SELECT id, (payload->>'parent')::bigint FROM kids
+
+-- name: bench_chain_latency
+-- Per job with a parent: its first run's start minus its parent's finish (database clock), ms.
+SELECT count(*) AS steps,
+       percentile_cont(0.50) WITHIN GROUP (ORDER BY ms) AS p50,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
+       max(ms) AS max
+FROM (SELECT extract(epoch FROM c.started_at - p.finished_at) * 1000 AS ms
+      FROM job_dependencies d
+      JOIN job_executions c ON c.job_id = d.job_id AND c.execution_seq = 1
+      JOIN job_executions p ON p.job_id = d.depends_on_job_id AND p.outcome = 'succeeded'
+      JOIN jobs j ON j.id = d.job_id
+      WHERE j.queue_id = %(queue_id)s) AS latency
+
+-- name: bench_fan_in_latency
+-- A batch's last member's finish to its callback's start (database clock), ms.
+SELECT b.size, b.done, cardinality(b.callback_job_ids) AS callbacks,
+       extract(epoch FROM (SELECT min(e.started_at) FROM job_executions e
+                           WHERE e.job_id = ANY (b.callback_job_ids))
+                          - (SELECT max(j.finished_at) FROM jobs j WHERE j.batch_id = b.id)) * 1000
+           AS ms
+FROM job_batches b WHERE b.id = %(batch_id)s
+
+-- name: bench_job_done
+-- Whether the given jobs are all done.
+SELECT count(*) FILTER (WHERE status = 'done') = cardinality(%(ids)s::bigint[]) AS done
+FROM jobs WHERE id = ANY(%(ids)s::bigint[])
+
+-- name: bench_without_final_effects
+-- The baseline without migration 0008's trigger (measures what it costs a plain drain).
+ALTER TABLE jobs DISABLE TRIGGER jobs_final_effects

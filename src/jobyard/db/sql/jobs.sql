@@ -65,16 +65,19 @@ SELECT inserted.id, inserted.status,
 FROM inserted
 
 -- name: job_insert_dependencies
--- Record that a job waits for its parents.
--- explain: {"parents": ["$parent_job_id"]}
-INSERT INTO job_dependencies (job_id, depends_on_job_id)
-SELECT %(job_id)s, parent FROM unnest(%(parents)s::bigint[]) AS parent
+-- Record that a job waits for its parents (run_anyway: even if one ends dead_letter/cancelled).
+-- explain: {"parents": ["$parent_job_id"], "run_anyway": false}
+INSERT INTO job_dependencies (job_id, depends_on_job_id, run_anyway)
+SELECT %(job_id)s, parent, %(run_anyway)s FROM unnest(%(parents)s::bigint[]) AS parent
 
--- name: job_count_unfinished_parents
--- How many of the given parent jobs (in this project) are not done yet, and how many exist.
+-- name: job_lock_parents
+-- The given parents of this project and their status, locked FOR SHARE in id order: a parent's
+-- final transition waits for this enqueue to commit, so its trigger sees the new child.
 -- explain: {"parents": ["$parent_job_id"]}
-SELECT count(*) FILTER (WHERE status <> 'done') AS unfinished, count(*) AS found
-FROM jobs WHERE project_id = %(project_id)s AND id = ANY(%(parents)s::bigint[])
+SELECT id, status FROM jobs
+WHERE project_id = %(project_id)s AND id = ANY(%(parents)s::bigint[])
+ORDER BY id
+FOR SHARE
 
 -- name: job_get_by_idempotency_key
 -- The job an idempotency key already names in this queue.
@@ -85,15 +88,15 @@ WHERE q.project_id = %(project_id)s AND q.name = %(queue)s AND j.idempotency_key
 
 -- name: job_insert_batch
 -- Enqueue many jobs of one queue in one statement; the rows share a job_batches row.
--- explain: {"queue": "$queue_name", "size": 1, "items": "[{\"handler\": \"explain.noop\", \"payload\": {}, \"priority\": 0}]", "any_key": false}
+-- explain: {"queue": "$queue_name", "size": 1, "items": "[{\"handler\": \"explain.noop\", \"payload\": {}, \"priority\": 0}]", "any_key": false, "callbacks": {}}
 WITH queue AS (
     SELECT q.id, q.project_id, q.default_timeout_ms, p.max_attempts AS policy_max_attempts
     FROM queues q
     LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
     WHERE q.project_id = %(project_id)s AND q.name = %(queue)s
 ), batch AS (
-    INSERT INTO job_batches (project_id, queue_id, size)
-    SELECT queue.project_id, queue.id, %(size)s FROM queue
+    INSERT INTO job_batches (project_id, queue_id, size, callbacks)
+    SELECT queue.project_id, queue.id, %(size)s, %(callbacks)s FROM queue
     RETURNING id, queue_id
 ), item AS NOT MATERIALIZED (
     -- jsonb_to_recordset turns a JSON null into SQL NULL; the payload null stays JSON null.
@@ -210,7 +213,7 @@ WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
 RETURNING j.id
 
 -- name: job_complete_many
--- running → done for jobs this worker still holds; records their finished runs and frees children.
+-- running → done for jobs this worker still holds; records their finished runs.
 -- explain: {"ids": ["$job_id"], "seqs": [1], "results": [{}]}
 WITH finished AS (
     UPDATE jobs j
@@ -229,22 +232,10 @@ WITH finished AS (
            coalesce(%(now)s, now()),
            greatest(0, (extract(epoch FROM coalesce(%(now)s, now()) - f.started_at) * 1000)::int)
     FROM finished f
-), released_children AS (
-    -- A waiting child becomes queued once none of its parents is unfinished. Found from the
-    -- finished parents' edges, so no scan for waiting jobs runs when nothing depends on them.
-    UPDATE jobs c
-    SET status = 'queued', updated_at = coalesce(%(now)s, now())
-    WHERE c.id = ANY (ARRAY(SELECT d.job_id FROM job_dependencies d
-                            JOIN finished f ON f.id = d.depends_on_job_id))
-      AND c.status = 'waiting'
-      AND NOT EXISTS (
-          SELECT 1 FROM job_dependencies d2 JOIN jobs p ON p.id = d2.depends_on_job_id
-          WHERE d2.job_id = c.id AND p.status <> 'done' AND p.id NOT IN (SELECT id FROM finished))
-    RETURNING c.queue_id
 )
-SELECT f.id, (SELECT count(pg_notify('jobyard_jobs', r.queue_id::text))
-              FROM (SELECT DISTINCT queue_id FROM released_children) r) AS notified
-FROM finished f
+-- Waiting children are queued (or cancelled) by the jobs_final_effects trigger, which acts on
+-- every final transition with a fresh snapshot (migration 0008, docs/WORKFLOWS.md).
+SELECT f.id FROM finished f
 
 -- name: job_retry_context
 -- What the failure path needs to decide retry vs dead letter (fenced read).

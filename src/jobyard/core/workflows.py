@@ -1,0 +1,211 @@
+"""Workflows: DAGs of jobs enqueued in one transaction, their control (cancel, retry a step) and
+the batch and graph reads behind the API and the dashboard.
+
+The dependency bookkeeping itself (queue a child when its parents are final, cancel it when one
+ended dead_letter or cancelled, count a batch and fire its callbacks once) is the database's:
+the `jobs_final_effects` trigger of migration 0008, in the transaction of each final transition.
+"""
+
+from __future__ import annotations
+
+import graphlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from jobyard.core import enqueue, read_models
+from jobyard.core.clock import sql_now
+from jobyard.db import run
+from jobyard.db.pool import Conn
+from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
+from jobyard.domain.ids import JobId, ProjectId
+from jobyard.domain.schemas import JobCreate, WorkflowCreate
+
+# Bounds what one workflow read (the page, a cancel) walks.
+MAX_MEMBERS: Final = 1000
+
+
+@dataclass(frozen=True)
+class WorkflowResult:
+    """The ids of the enqueued steps, by step key."""
+
+    job_ids: dict[str, int]
+
+
+@dataclass(frozen=True)
+class WorkflowGraph:
+    root: int
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+
+
+def topological_order(workflow: WorkflowCreate) -> list[str]:
+    """Step keys, parents first. A cycle or an unknown key is a ValidationFailed (422)."""
+    keys = [s.key for s in workflow.steps]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ValidationFailed(f"step keys must be unique: {dupes}", field="steps")
+    graph: dict[str, list[str]] = {}
+    for step in workflow.steps:
+        local = [a for a in step.after if isinstance(a, str)]
+        unknown = sorted(set(local) - set(keys))
+        if unknown:
+            raise ValidationFailed(
+                f"step {step.key!r} runs after unknown steps {unknown}", field="steps"
+            )
+        graph[step.key] = local
+    try:
+        return list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        cycle = " → ".join(str(k) for k in reversed(exc.args[1]))
+        raise ValidationFailed(f"the steps form a cycle: {cycle}", field="steps") from None
+
+
+async def enqueue_workflow(
+    conn: Conn, project_id: ProjectId, workflow: WorkflowCreate, *, now: datetime | None = None
+) -> WorkflowResult:
+    """Insert every step in one transaction, parents first; a step's `after` names step keys or
+    existing job ids of this project. Nothing is inserted when any step is refused."""
+    order = topological_order(workflow)
+    by_key = {s.key: s for s in workflow.steps}
+    ids: dict[str, int] = {}
+    async with conn.transaction():
+        for key in order:
+            step = by_key[key]
+            parents = [ids[a] if isinstance(a, str) else a for a in step.after]
+            job = JobCreate.model_validate(
+                {
+                    **step.model_dump(exclude={"key", "after"}),
+                    "depends_on": sorted({*step.depends_on, *parents}),
+                }
+            )
+            result = await enqueue.enqueue(conn, project_id, job, now=now, whole_job=False)
+            ids[key] = int(result.job["id"])
+    return WorkflowResult(job_ids={s.key: ids[s.key] for s in workflow.steps})
+
+
+async def members(conn: Conn, project_id: ProjectId, job_id: JobId) -> list[dict[str, Any]]:
+    """The jobs connected to `job_id` by dependencies (its workflow), bounded."""
+    return await run.all_rows(
+        conn,
+        "read_workflow_members",
+        {"project_id": project_id, "job_id": job_id, "limit": MAX_MEMBERS + 1},
+    )
+
+
+async def graph(conn: Conn, project_id: ProjectId, job_id: JobId) -> WorkflowGraph:
+    """Nodes and edges of the workflow `job_id` belongs to; NotFound for another project's."""
+    nodes = await members(conn, project_id, job_id)
+    if not nodes:
+        raise NotFound("job not found")
+    truncated = len(nodes) > MAX_MEMBERS
+    nodes = nodes[:MAX_MEMBERS]
+    edges = await run.all_rows(conn, "read_workflow_edges", {"ids": [n["id"] for n in nodes]})
+    return WorkflowGraph(root=job_id, nodes=nodes, edges=edges, truncated=truncated)
+
+
+async def cancel_workflow(
+    conn: Conn, project_id: ProjectId, job_id: JobId, *, now: datetime | None = None
+) -> dict[str, list[int]]:
+    """Cancel the pending steps of the workflow `job_id` belongs to and ask the workers
+    holding its running steps to stop them. Finished steps keep their outcome."""
+    ids = [n["id"] for n in await members(conn, project_id, job_id)]
+    if not ids:
+        raise NotFound("job not found")
+    params = {
+        "project_id": project_id,
+        "ids": ids,
+        "now": sql_now(now),
+        "reason": f"workflow cancelled (through job {job_id})",
+    }
+    async with conn.transaction():
+        cancelled = await run.all_rows(conn, "workflow_cancel_pending", params)
+        requested = await run.all_rows(conn, "workflow_request_cancel", params)
+    return {
+        "cancelled": sorted(r["id"] for r in cancelled),
+        "requested": sorted(r["id"] for r in requested),
+    }
+
+
+async def cancel_batch(
+    conn: Conn, project_id: ProjectId, batch_id: int, *, now: datetime | None = None
+) -> dict[str, list[int]]:
+    """Cancel the batch's pending jobs and ask workers to stop its running ones. The last
+    of them to reach a final state fires the batch's on_complete/on_failure callback."""
+    await batch_status(conn, project_id, batch_id)
+    params = {
+        "project_id": project_id,
+        "batch_id": batch_id,
+        "now": sql_now(now),
+        "reason": f"batch {batch_id} cancelled",
+    }
+    async with conn.transaction():
+        cancelled = await run.all_rows(conn, "batch_cancel_pending", params)
+        requested = await run.all_rows(conn, "batch_request_cancel", params)
+    return {
+        "cancelled": sorted(r["id"] for r in cancelled),
+        "requested": sorted(r["id"] for r in requested),
+    }
+
+
+async def retry_step(
+    conn: Conn, project_id: ProjectId, job_id: JobId, *, now: datetime | None = None
+) -> dict[str, list[int]]:
+    """Run a dead-lettered or cancelled step again (fresh attempts), and put back to waiting
+    the dependents the failure policy cancelled because of it, so the workflow continues.
+
+    A revived dependent that still has another failed parent is cancelled again, naming it."""
+    params = {"project_id": project_id, "job_id": job_id, "now": sql_now(now)}
+    async with conn.transaction():
+        row = await run.one(conn, "workflow_retry_step", params)
+        if row is None:
+            job = await read_models.get_job(conn, project_id, job_id)  # NotFound if foreign
+            if job["cancel_reason"] and job["cancel_reason"].startswith("dependency failed:"):
+                raise IllegalTransition(
+                    f"job {job_id} was cancelled because a parent failed "
+                    f"({job['cancel_reason']}); retry that parent and this job waits again",
+                    status=job["status"],
+                )
+            raise IllegalTransition(
+                f"job {job_id} is {job['status']}; only a dead-lettered or cancelled step "
+                "can be retried",
+                status=job["status"],
+            )
+        revived = [r["id"] for r in await run.all_rows(conn, "workflow_revive_dependents", params)]
+        again = await run.all_rows(
+            conn, "workflow_recheck_failed_parents", {**params, "ids": revived}
+        )
+    return {"retried": [job_id], "revived": revived, "still_blocked": [r["id"] for r in again]}
+
+
+async def batch_status(conn: Conn, project_id: ProjectId, batch_id: int) -> dict[str, Any]:
+    """total, done, failed, cancelled, pending and the callbacks of one batch."""
+    row = await run.one(conn, "read_batch_get", {"project_id": project_id, "batch_id": batch_id})
+    if row is None:
+        raise NotFound("batch not found")
+    return row
+
+
+async def parent_results(conn: Conn, job_id: int) -> dict[int, Any]:
+    """The results of a job's parents by parent id (None for a parent that did not succeed)."""
+    rows = await run.all_rows(conn, "read_job_parent_results", {"job_id": job_id})
+    return {r["id"]: (r["result"] if r["status"] == "done" else None) for r in rows}
+
+
+async def parents(conn: Conn, project_id: ProjectId, job_id: JobId) -> list[dict[str, Any]]:
+    """A job's parents (id, handler, status, run_anyway)."""
+    return await run.all_rows(
+        conn, "read_job_parents", {"project_id": project_id, "job_id": job_id}
+    )
+
+
+async def in_workflow(conn: Conn, job_id: JobId) -> bool:
+    """Whether the job has parents or children (so a workflow page exists for it)."""
+    row = await run.one(conn, "read_job_in_workflow", {"job_id": job_id})
+    return bool(row and row["linked"])
+
+
+async def outcomes(conn: Conn, project_id: ProjectId, ids: list[int]) -> list[dict[str, Any]]:
+    """id, status and result of the given jobs of this project."""
+    return await run.all_rows(conn, "read_job_outcomes", {"project_id": project_id, "ids": ids})
