@@ -11,7 +11,7 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser test check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
+.PHONY: help install browser test test-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ browser: ## install Debian's chromium for the dashboard tests (needs root; no-op
 
 test: install browser ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+test-slow: install ## the soak runs: schemathesis with every check, 2,000+ cases as owner and as viewer
+	$(BIN)/python -m pytest -m soak -p no:cacheprovider -s $(PYTEST_ARGS) tests/api/test_schemathesis.py
 
 lint: install ## ruff check + format check
 	$(BIN)/ruff check src tests

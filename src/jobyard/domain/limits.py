@@ -13,4 +13,7 @@ MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_LOG_MESSAGE_LENGTH: Final = 8000
 MAX_ERROR_LENGTH: Final = 8000
 MAX_ATTEMPTS_CEILING: Final = 100
-MAX_BATCH_SIZE: Final = 10_000
+# Jobs one project may enqueue per minute (core/ratelimit.py). A batch counts each of its jobs, so
+# a larger batch could never be accepted: the batch schema's maxItems is this same number.
+ENQUEUE_PER_MINUTE: Final = 1000
+MAX_BATCH_SIZE: Final = ENQUEUE_PER_MINUTE

@@ -10,6 +10,7 @@ from fastapi import Response
 
 from jobyard.api.deps import ConnDep, OrgAccess, OrgDep
 from jobyard.api.pagination import Page, PageDep, make_page
+from jobyard.api.resources._shared import IdPath
 from jobyard.api.routes import Route, Scope
 from jobyard.api.schemas import MemberCreate, MemberCreated, MemberPublic, MemberUpdate
 from jobyard.core import tenancy
@@ -43,7 +44,7 @@ async def add_member(body: MemberCreate, org: OrgDep, conn: ConnDep) -> MemberCr
 
 
 async def update_member(
-    user_id: int, body: MemberUpdate, org: OrgDep, conn: ConnDep
+    user_id: IdPath, body: MemberUpdate, org: OrgDep, conn: ConnDep
 ) -> MemberPublic:
     current = await tenancy.get_member(conn, org.org_id, user_id)
     _owner_rule(org, body.role, Role(current["role"]))
@@ -51,7 +52,7 @@ async def update_member(
     return MemberPublic.model_validate(row)
 
 
-async def remove_member(user_id: int, org: OrgDep, conn: ConnDep) -> Response:
+async def remove_member(user_id: IdPath, org: OrgDep, conn: ConnDep) -> Response:
     current = await tenancy.get_member(conn, org.org_id, user_id)
     _owner_rule(org, Role(current["role"]))
     await tenancy.remove_member(conn, org.org_id, user_id)
@@ -64,10 +65,11 @@ ROUTES: tuple[Route, ...] = (
           summary="List members", response_model=Page[MemberPublic], tags=TAGS),
     Route("POST", "/orgs/{org_id}/members", Scope.ORG, add_member, min_role=Role.ADMIN,
           status_code=201, summary="Add or invite a member", response_model=MemberCreated,
-          tags=TAGS),
+          tags=TAGS, operation_id="members_add", responses={409: "already a member"}),
     Route("PATCH", "/orgs/{org_id}/members/{user_id}", Scope.ORG, update_member,
           min_role=Role.ADMIN, summary="Change a member's role", response_model=MemberPublic,
-          tags=TAGS),
+          tags=TAGS, responses={409: "the last owner cannot be demoted"}),
     Route("DELETE", "/orgs/{org_id}/members/{user_id}", Scope.ORG, remove_member,
-          min_role=Role.ADMIN, status_code=204, summary="Remove a member", tags=TAGS),
+          min_role=Role.ADMIN, status_code=204, summary="Remove a member", tags=TAGS,
+          operation_id="members_remove", responses={409: "the last owner cannot be removed"}),
 )  # fmt: skip
