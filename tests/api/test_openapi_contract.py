@@ -63,6 +63,21 @@ async def test_the_served_document_passes_openapi_spec_validator(
     assert len(operations) == len(ALL_ROUTES)
 
 
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+async def test_bounds_are_json_schema_keywords(client: httpx.AsyncClient) -> None:
+    """pydantic writes a bound it cannot place as `ge`/`le`, which every consumer ignores."""
+    document = await served(client)
+    assert not _keys(document["paths"]) & {"ge", "le", "gt", "lt"}
+    assert not _keys(document["components"]["schemas"]) & {"ge", "le", "gt", "lt"}
+
+
 async def test_every_path_parameter_is_declared_with_its_type(client: httpx.AsyncClient) -> None:
     document = await served(client)
     for route in ALL_ROUTES:

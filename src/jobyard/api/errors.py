@@ -110,7 +110,9 @@ def submitted_values(request: Request, body: Any = None) -> set[str]:
             body = None
     _leaves(body, out)
     tokens = {t for v in out for t in v.replace(",", " ").split()}
-    return {v for v in {*out, *tokens} if v.strip()}
+    # Messages built with {value!r} show control characters escaped: withhold those forms too.
+    escaped = {repr(v)[1:-1] for v in out}
+    return {v for v in {*out, *tokens, *escaped} if v.strip()}
 
 
 def withhold(text: str, submitted: set[str]) -> str:

@@ -16,7 +16,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
+from jobyard.domain.errors import IdempotencyConflict, NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
@@ -107,7 +107,7 @@ async def _has_unfinished_parents(conn: Conn, project_id: ProjectId, parents: li
     )
     assert row is not None
     if row["found"] != len(set(parents)):
-        raise ValidationFailed("depends_on names a job that does not exist", field="depends_on")
+        raise NotFound("depends_on names a job that does not exist", field="depends_on")
     return bool(row["unfinished"])
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
@@ -41,7 +42,7 @@ class QueueUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    priority: Priority | None = None
+    priority: Priority | SkipJsonSchema[None] = None  # not nullable: omit it to keep it
     max_concurrency: MaxConcurrency | None = None
     retry_policy_id: Id | None = None
     default_timeout_ms: TimeoutMs | None = None

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
@@ -45,12 +46,13 @@ class RetryPolicyUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: PolicyName | None = None
-    backoff: BackoffKind | None = None
-    base_delay_ms: BaseDelay | None = None
-    max_delay_ms: MaxDelay | None = None
-    max_attempts: Attempts | None = None
-    jitter: bool | None = None
+    # Optional but not nullable: the document says so (null is still refused, naming the field).
+    name: PolicyName | SkipJsonSchema[None] = None
+    backoff: BackoffKind | SkipJsonSchema[None] = None
+    base_delay_ms: BaseDelay | SkipJsonSchema[None] = None
+    max_delay_ms: MaxDelay | SkipJsonSchema[None] = None
+    max_attempts: Attempts | SkipJsonSchema[None] = None
+    jitter: bool | SkipJsonSchema[None] = None
 
 
 class RetryPolicyPublic(BaseModel):
