@@ -9,6 +9,7 @@ openapi-spec-validator. The generated client (test_generated_client.py) and sche
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -212,3 +213,10 @@ async def test_batch_max_items_is_what_the_server_accepts(
         url, headers=headers, json={"jobs": [{"handler": "noop"}] * schema["maxItems"]}
     )
     assert full.status_code == 202, full.text
+
+
+def test_routes_that_count_enqueues_say_so() -> None:
+    """A handler calling enforce_enqueue_limit answers 429: its Route must document it."""
+    for route in ALL_ROUTES:
+        counts = "enforce_enqueue_limit" in inspect.getsource(route.handler)
+        assert counts == (route.rate_limit == "enqueue"), f"{route.method} {route.full_path}"

@@ -47,6 +47,7 @@ pytestmark = pytest.mark.slow
 
 CI_CASES = 500
 SOAK_CASES = 2_000
+SOAK = (pytest.mark.soak, pytest.mark.timeout(3600))
 GHOST_ID = 4_000_000_000_000_000_000  # a valid bigint that names nothing
 # Path ids pinned to GHOST_ID: with a generated (small) id these would delete or demote the
 # run's own org, project or owner, and turn the rest of the run into 404s. They still get
@@ -297,10 +298,11 @@ async def _sessions(conn: Conn, keys: SigningKeys, user_id: int, n: int) -> list
 @pytest.mark.parametrize(
     ("role", "cases"),
     [
-        pytest.param(Role.OWNER, CI_CASES, id="owner"),
-        pytest.param(Role.VIEWER, CI_CASES, id="viewer"),
-        pytest.param(Role.OWNER, SOAK_CASES, id="owner-soak", marks=pytest.mark.soak),
-        pytest.param(Role.VIEWER, SOAK_CASES, id="viewer-soak", marks=pytest.mark.soak),
+        # Every check costs ~0.1-0.2 s per case on 2 shared cores: beyond the default 180 s.
+        pytest.param(Role.OWNER, CI_CASES, id="owner", marks=pytest.mark.timeout(900)),
+        pytest.param(Role.VIEWER, CI_CASES, id="viewer", marks=pytest.mark.timeout(900)),
+        pytest.param(Role.OWNER, SOAK_CASES, id="owner-soak", marks=SOAK),
+        pytest.param(Role.VIEWER, SOAK_CASES, id="viewer-soak", marks=SOAK),
     ],
 )
 async def test_generated_requests_pass_every_schemathesis_check(
