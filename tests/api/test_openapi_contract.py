@@ -92,7 +92,7 @@ async def test_every_path_parameter_is_declared_with_its_type(client: httpx.Asyn
             assert param["required"] is True
             schema = param["schema"]
             assert schema["type"] == "integer" and schema["minimum"] == 1, (route.path, name)
-            assert schema["maximum"] == 2**63 - 1, (route.path, name)
+            assert schema["maximum"] == limits.MAX_ID, (route.path, name)
 
 
 def _statuses(route: Route) -> set[int]:

@@ -241,7 +241,7 @@ def cross_field_rules(case: Case) -> Case:
             continue
         if "run_at" in values and "delay_ms" in values:
             del values["delay_ms"]
-        if case.operation.path.endswith("/retry-policies") and case.method == "POST":
+        if "/retry-policies" in case.operation.path and case.method in ("POST", "PATCH"):
             base = values.get("base_delay_ms", DEFAULT_BASE_DELAY)
             most = values.get("max_delay_ms", DEFAULT_MAX_DELAY)
             if isinstance(base, int | float) and isinstance(most, int | float) and base > most:

@@ -19,12 +19,13 @@ from jobyard.api.ratelimit import enforce_auth_limit
 from jobyard.api.routes import Scope
 from jobyard.core.auth import PermissionDenied, user_org_access, user_project_access
 from jobyard.db.pool import Conn
+from jobyard.domain import limits
 from jobyard.domain.enums import Role
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import OrgId, ProjectId
 
 Guard = Callable[..., Awaitable[None]]
-_MAX_ID = 2**63 - 1
+_MAX_ID = limits.MAX_ID
 
 
 # The guard declares the tenant id it reads, so OpenAPI documents it on every ORG/PROJECT route

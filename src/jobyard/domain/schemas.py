@@ -71,7 +71,7 @@ class JobCreate(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
     timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     retry: RetryOverride | None = None
-    depends_on: list[Annotated[int, Field(ge=1, le=2**63 - 1)]] = Field(
+    depends_on: list[Annotated[int, Field(ge=1, le=limits.MAX_ID)]] = Field(
         default_factory=list, max_length=100
     )
 

@@ -17,9 +17,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from jobyard.api.pagination import Page, PageParams, encode_cursor
 from jobyard.core.read_models import KeysetPage
+from jobyard.domain import limits
 from jobyard.domain.errors import ValidationFailed
 
-MAX_ID: Final = 2**63 - 1
+MAX_ID: Final = limits.MAX_ID
 M = TypeVar("M", bound=BaseModel)
 
 
