@@ -13,9 +13,10 @@ MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_LOG_MESSAGE_LENGTH: Final = 8000
 MAX_ERROR_LENGTH: Final = 8000
 MAX_ATTEMPTS_CEILING: Final = 100
-# The largest id the API takes: below bigint's 2^63 - 1, the largest a JSON number read as a
-# double holds exactly (generators and clients that go through floats stay in range).
-MAX_ID: Final = 2**63 - 1024
+# The largest id the API takes: I-JSON's (RFC 7493) interoperable integer limit, 2^53 - 1, so a
+# client or generator that reads JSON numbers as doubles never rounds an id out of range (with
+# bigint's 2^63 - 1 they did). Sequences are nowhere near it.
+MAX_ID: Final = 2**53 - 1
 # Jobs one project may enqueue per minute (core/ratelimit.py). A batch counts each of its jobs, so
 # a larger batch could never be accepted: the batch schema's maxItems is this same number.
 ENQUEUE_PER_MINUTE: Final = 1000
