@@ -11,7 +11,7 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser test test-workflows-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
+.PHONY: help install browser test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test: install browser ## run the whole test suite (embedded PostgreSQL unless JO
 
 test-workflows-slow: install ## the workflow tests with the 1,000-job batch repeated 20 times
 	JOBYARD_BATCH_REPEATS=20 $(BIN)/python -m pytest tests/workflows -q $(PYTEST_ARGS)
+
+test-slow: install ## the soak runs: schemathesis with every check, 2,000+ cases as owner and as viewer
+	$(BIN)/python -m pytest -m soak -p no:cacheprovider -s $(PYTEST_ARGS) tests/api/test_schemathesis.py
 
 lint: install ## ruff check + format check
 	$(BIN)/ruff check src tests

@@ -48,3 +48,13 @@ async def conn(db_url: str) -> AsyncIterator[Conn]:
 @pytest.fixture(autouse=True, scope="session")
 def _quiet_logs() -> None:
     configure_logging("warning", "json")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`soak` tests (the long runs of `make test-slow`) run only when `-m` names them."""
+    if "soak" in (config.getoption("markexpr") or ""):
+        return
+    soak = [item for item in items if item.get_closest_marker("soak")]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [item for item in items if not item.get_closest_marker("soak")]

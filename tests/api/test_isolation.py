@@ -135,7 +135,9 @@ def test_route_table_classification_is_safe() -> None:
 def test_a_tenant_id_in_the_path_forces_its_scope() -> None:
     """The check itself must fail on a misclassified route (so the table cannot drift)."""
     sneaky = Route("GET", "/projects/{project_id}/things", Scope.USER, lambda: None)
-    also = Route("GET", "/orgs/{org_id}/things", Scope.PUBLIC, lambda: None)
+    also = Route(
+        "GET", "/orgs/{org_id}/things", Scope.PUBLIC, lambda: None, operation_id="org_things"
+    )
     problems = classification_problems([sneaky, also])
     assert len(problems) == 2, problems
     with pytest.raises(ValueError, match=r"must be Scope\.PROJECT"):

@@ -119,7 +119,7 @@ async def test_queue_cannot_use_another_projects_retry_policy(
         json={"name": "q", "retry_policy_id": foreign_policy},
         headers=owner(tenant_a),
     )
-    assert error_fields(error_of(r, 422, "validation_error")) == {"retry_policy_id"}
+    assert error_of(r, 404, "not_found")["details"] == {"field": "retry_policy_id"}
     assert await scalar(conn, "SELECT count(*) FROM queues") == 0
     queue = await make_queue(client, tenant_a, "q")
     r = await client.patch(
@@ -127,7 +127,7 @@ async def test_queue_cannot_use_another_projects_retry_policy(
         json={"retry_policy_id": foreign_policy},
         headers=owner(tenant_a),
     )
-    assert error_fields(error_of(r, 422, "validation_error")) == {"retry_policy_id"}
+    assert error_of(r, 404, "not_found")["details"] == {"field": "retry_policy_id"}
     assert await scalar(conn, "SELECT retry_policy_id FROM queues") is None
 
 

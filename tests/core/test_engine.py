@@ -255,7 +255,7 @@ async def test_dependencies_wait_for_parents(conn: Conn) -> None:
         conn, project, JobCreate(handler="noop", depends_on=[parent.job["id"]])
     )
     assert child.job["status"] == "waiting"
-    with pytest.raises(ValidationFailed):
+    with pytest.raises(NotFound):
         await enqueue.enqueue(conn, project, JobCreate(handler="noop", depends_on=[999_999]))
     (job,) = await claim.claim_batch(conn, queue, worker, 5, lease_s=30)
     assert job.id == parent.job["id"]

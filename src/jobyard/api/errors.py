@@ -6,6 +6,8 @@ a 500 with no stack trace in the body, logged with the request id (see middlewar
 
 from __future__ import annotations
 
+import json
+import re
 import traceback
 from typing import Any, Final
 
@@ -70,6 +72,84 @@ _HTTP_CODES: Final = {
 }
 
 
+# Submitted values considered when withholding echoes, and the shortest value withheld where it
+# stands unquoted (shorter ones are too likely to be ordinary words of the message).
+_MAX_SUBMITTED = 2000
+_MIN_UNQUOTED = 6
+_MIN_QUOTED_PART = 8  # a quoted part of a value (e.g. truncated), long enough not to be a word
+_QUOTED = re.compile(r""" ?(?:'([^'\n]*)'|"([^"\n]*)")""")
+WITHHELD = "(value withheld)"
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    """Strings (and numbers, as text) inside a JSON value, up to a bound. Not the keys: they
+    are mostly the API's own field names, which messages name on purpose."""
+    if len(out) >= _MAX_SUBMITTED:
+        return
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        out.append(str(value))
+    elif isinstance(value, dict):
+        for item in value.values():
+            _leaves(item, out)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _leaves(item, out)
+
+
+def submitted_values(request: Request, body: Any = None) -> set[str]:
+    """What the client sent (path, query, JSON body): error messages must not repeat any of it."""
+    out: list[str] = [str(v) for v in request.path_params.values()]
+    out += [v for _, v in request.query_params.multi_items()]
+    if body is None:
+        raw = getattr(request, "_body", b"")  # Starlette keeps the body it read for the handler
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+    _leaves(body, out)
+    tokens = {t for v in out for t in v.replace(",", " ").split()}
+    # Messages built with {value!r} show control characters escaped: withhold those forms too.
+    escaped = {repr(v)[1:-1] for v in out}
+    return {v for v in {*out, *tokens, *escaped} if v.strip()}
+
+
+def withhold(text: str, submitted: set[str]) -> str:
+    """`text` without the submitted values it quotes ('…' or "…": whole values, their space or
+    comma separated parts, or 8+ characters of one) nor, unquoted, whole values of 6+ characters."""
+    if not submitted:
+        return text
+
+    def quoted(match: re.Match[str]) -> str:
+        inner = match.group(1) if match.group(1) is not None else match.group(2)
+        if inner and (
+            inner in submitted
+            or (len(inner) >= _MIN_QUOTED_PART and any(inner in v for v in submitted))
+        ):
+            return ""
+        return match.group(0)
+
+    text = _QUOTED.sub(quoted, text)
+    for value in sorted(submitted, key=len, reverse=True):
+        if len(value) >= _MIN_UNQUOTED and value in text:
+            text = text.replace(value, WITHHELD)
+    return text
+
+
+def _withhold_details(details: Any, submitted: set[str]) -> Any:
+    if isinstance(details, str):
+        return None if details in submitted else withhold(details, submitted)
+    if isinstance(details, dict):
+        cleaned = {
+            k: v if k == "field" else _withhold_details(v, submitted) for k, v in details.items()
+        }
+        return {k: v for k, v in cleaned.items() if v is not None or details[k] is None}
+    if isinstance(details, list):
+        return [_withhold_details(v, submitted) for v in details]
+    return details
+
+
 def request_id_of(request: Request) -> str | None:
     value = request.scope.get("state", {}).get("request_id")
     return value if isinstance(value, str) else None
@@ -102,6 +182,9 @@ def status_for(exc: JobyardError) -> int:
     return 500
 
 
+_MAX_FIELD_LENGTH = 200  # a field path names submitted keys too; bound what is repeated
+
+
 def _field_path(loc: tuple[int | str, ...]) -> str:
     # ("body", "jobs", 3, "payload") → "jobs[3].payload"; the source ("body"/"query"/…) is kept
     # for parameters so a bad ?limit is named "query.limit".
@@ -116,8 +199,12 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    submitted = submitted_values(request, exc.body)
     fields = [
-        {"field": _field_path(tuple(err.get("loc", ()))), "message": err.get("msg", "invalid")}
+        {
+            "field": _field_path(tuple(err.get("loc", ())))[:_MAX_FIELD_LENGTH],
+            "message": withhold(str(err.get("msg", "invalid")), submitted),
+        }
         for err in exc.errors()
     ]
     first = fields[0] if fields else {"field": "body", "message": "invalid"}
@@ -153,15 +240,18 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
         headers["Retry-After"] = str(exc.retry_after_s)
     if status == 500:
         return await unhandled_error(request, exc)
-    details: Any = exc.details
+    # Domain messages may quote what the client sent (a cron field, a slug): never echo it.
+    submitted = submitted_values(request)
+    message = withhold(exc.message, submitted)
+    details: Any = _withhold_details(exc.details, submitted)
     if isinstance(exc, ValidationFailed) and "field" in details:
         # Same shape as request validation errors: a list of {field, message}.
         rest = {k: v for k, v in details.items() if k != "field"}
-        details = {"fields": [{"field": details["field"], "message": exc.message}], **rest}
+        details = {"fields": [{"field": details["field"], "message": message}], **rest}
     return envelope(
         status,
         exc.code,
-        exc.message,
+        message,
         details,
         request_id=request_id_of(request),
         headers=headers,
@@ -203,18 +293,3 @@ def install_error_handlers(app: FastAPI) -> None:
     for cls in CONNECTION_ERRORS:
         if issubclass(cls, Exception):
             app.add_exception_handler(cls, _unavailable)
-
-
-def error_responses(scope: str) -> dict[int | str, dict[str, Any]]:
-    """The error statuses a route of this scope can answer with, for OpenAPI."""
-    statuses = [422, 500]
-    if scope != "public":
-        statuses += [401, 403]
-    if scope in ("org", "project"):
-        statuses.append(404)
-    if scope == "public":
-        statuses.append(429)
-    return {
-        status: {"model": ErrorEnvelope, "description": _HTTP_CODES.get(status, "error")}
-        for status in sorted(statuses)
-    }

@@ -34,6 +34,9 @@ from jobyard.domain.errors import ValidationFailed
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 200
 _MAX_CURSOR_LENGTH: Final = 512
+# OpenAPI `format` of cursor parameters: a string only this API makes (generators such as
+# schemathesis are told how to make one: tests/api/test_schemathesis.py).
+CURSOR_FORMAT: Final = "jobyard-cursor"
 
 T = TypeVar("T")
 SortKey = int | str | datetime
@@ -99,7 +102,12 @@ def page_params(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Items per page.")] = DEFAULT_LIMIT,
     cursor: Annotated[
         str | None,
-        Query(max_length=_MAX_CURSOR_LENGTH, description="next_cursor of the last page."),
+        Query(
+            max_length=_MAX_CURSOR_LENGTH,
+            description="next_cursor of the last page (opaque; one this API did not issue is a"
+            " 422 naming `cursor`).",
+            json_schema_extra={"format": CURSOR_FORMAT},
+        ),
     ] = None,
 ) -> PageParams:
     params = PageParams(limit, cursor)

@@ -129,5 +129,7 @@ async def scrape(
 
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/metrics", Scope.PUBLIC, scrape, prefix="", tags=("metrics",),
-          summary="Prometheus metrics (text exposition)"),
+          summary="Prometheus metrics (text exposition)", operation_id="metrics_prometheus",
+          media_type="text/plain", security=("bearer", ""),
+          responses={401: "JOBYARD_METRICS_TOKEN is set and the request does not send it"}),
 )  # fmt: skip

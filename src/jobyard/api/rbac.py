@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Path, Request
 
 from jobyard.api.auth import Principal
 from jobyard.api.deps import ConnDep, OrgAccess, PrincipalDep, ProjectAccess
@@ -19,19 +19,19 @@ from jobyard.api.ratelimit import enforce_auth_limit
 from jobyard.api.routes import Scope
 from jobyard.core.auth import PermissionDenied, user_org_access, user_project_access
 from jobyard.db.pool import Conn
+from jobyard.domain import limits
 from jobyard.domain.enums import Role
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import OrgId, ProjectId
 
 Guard = Callable[..., Awaitable[None]]
-_MAX_ID = 2**63 - 1
+_MAX_ID = limits.MAX_ID
 
 
-def _path_id(request: Request, name: str, what: str) -> int:
-    raw = str(request.path_params.get(name, ""))
-    if not raw.isdigit() or int(raw) > _MAX_ID:
-        raise NotFound(f"{what} not found")
-    return int(raw)
+# The guard declares the tenant id it reads, so OpenAPI documents it on every ORG/PROJECT route
+# (with its type and bounds) and a malformed one is a 422 naming it, like any other id.
+OrgIdPath = Annotated[int, Path(ge=1, le=_MAX_ID, description="The organization's id.")]
+ProjectIdPath = Annotated[int, Path(ge=1, le=_MAX_ID, description="The project's id.")]
 
 
 def _require(role: Role, min_role: Role) -> None:
@@ -102,8 +102,9 @@ def guard_for(scope: Scope, min_role: Role | None, api_keys: bool = True) -> Gua
 
     if scope is Scope.ORG:
 
-        async def org_guard(request: Request, conn: ConnDep, principal: PrincipalDep) -> None:
-            org_id = _path_id(request, "org_id", "organization")
+        async def org_guard(
+            request: Request, conn: ConnDep, principal: PrincipalDep, org_id: OrgIdPath
+        ) -> None:
             access = await _org_access(conn, principal, org_id, required)
             state = request.scope.setdefault("state", {})
             state["principal"] = principal
@@ -111,8 +112,9 @@ def guard_for(scope: Scope, min_role: Role | None, api_keys: bool = True) -> Gua
 
         return _mark(org_guard, scope, min_role)
 
-    async def project_guard(request: Request, conn: ConnDep, principal: PrincipalDep) -> None:
-        project_id = _path_id(request, "project_id", "project")
+    async def project_guard(
+        request: Request, conn: ConnDep, principal: PrincipalDep, project_id: ProjectIdPath
+    ) -> None:
         access = await _project_access(conn, principal, project_id, required, api_keys)
         state = request.scope.setdefault("state", {})
         state["principal"] = principal

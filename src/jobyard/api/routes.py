@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cache
 from typing import Any
 
 from fastapi import Depends, FastAPI
-from fastapi.params import Depends as DependsParam
 
 from jobyard.domain.enums import Role
 
 API_PREFIX = "/api/v1"
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 _PARAM = re.compile(r"{([a-z_]+)}")
+_OPERATION_ID = re.compile(r"[a-z][a-z0-9_]{2,47}")
+RATE_LIMITS = frozenset({None, "auth", "login", "enqueue"})
+# Verbs of derived operation ids, for a path ending in an id / in a collection.
+_ITEM_VERBS = {"GET": "get", "PATCH": "update", "PUT": "replace", "DELETE": "delete",
+               "POST": "post"}  # fmt: skip
+_COLLECTION_VERBS = {"GET": "list", "POST": "create", "PATCH": "update", "PUT": "replace",
+                     "DELETE": "delete"}  # fmt: skip
 
 
 class Scope(StrEnum):
@@ -46,14 +52,26 @@ class Route:
     response_model: Any = None
     tags: Sequence[str] = field(default_factory=tuple)
     # "auth" → 5 attempts / 15 min / client IP, checked before the handler runs. "login" → the
-    # handler counts failed attempts per account and IP itself (it needs the body's email), as
-    # the jobs resource counts enqueues (`jobyard.api.ratelimit`); both can answer 429.
+    # handler counts failed attempts per account and IP itself (it needs the body's email).
+    # "enqueue" → the handler counts jobs against the project's enqueue limit (it calls
+    # `enforce_enqueue_limit`; a batch counts each job). Every kind documents 429 + Retry-After.
     rate_limit: str | None = None
     # Everything lives under /api/v1; "" mounts at the root (e.g. Prometheus at /metrics).
     prefix: str = API_PREFIX
     # False: API keys are refused (403) even with a high enough role — e.g. a leaked key must
     # not be able to mint more keys. Only meaningful for PROJECT routes (keys reach no others).
     api_keys: bool = True
+    # OpenAPI operationId: short, stable, unique. Empty → derived from method and path
+    # (`derived_operation_id`); state one when the derived name would be unclear.
+    operation_id: str = ""
+    # Statuses the handler itself can answer besides `status_code`, beyond those derived from the
+    # scope, inputs and rate limit (see api/contract.py): {status: when}. A 2xx is documented
+    # with the response model, anything else with the error envelope.
+    responses: Mapping[int, str] = field(default_factory=dict)
+    # "text/plain" for non-JSON bodies (Prometheus); the handler returns a Response.
+    media_type: str = "application/json"
+    # OpenAPI security requirement names, overriding the scope's default; "" = anonymous allowed.
+    security: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -64,7 +82,10 @@ class Route:
             raise ValueError(f"{self.method} {self.path}: project routes need {{project_id}}")
         if self.scope is Scope.ORG and "{org_id}" not in self.path:
             raise ValueError(f"{self.method} {self.path}: org routes need {{org_id}}")
-        if self.rate_limit not in (None, "auth", "login"):
+    # "auth" → 5 attempts / 15 min / client IP, checked before the handler runs. "login" → the
+    # handler counts failed attempts per account and IP itself (it needs the body's email).
+    # "enqueue" → the handler counts jobs against the project's enqueue limit (it calls
+    # `enforce_enqueue_limit`; a batch counts each job). Every kind documents 429 + Retry-After.
             raise ValueError(f"{self.method} {self.path}: unknown rate_limit {self.rate_limit!r}")
 
     @property
@@ -80,6 +101,27 @@ class Route:
     def path_params(self) -> tuple[str, ...]:
         return tuple(_PARAM.findall(self.path))
 
+    @property
+    def op_id(self) -> str:
+        return self.operation_id or derived_operation_id(self.method, self.path)
+
+
+def derived_operation_id(method: str, path: str) -> str:
+    """`<resource>_<verb>` from the path: the tenant prefix (`/orgs/{org_id}`,
+    `/projects/{project_id}`) is dropped unless nothing follows it; the static segments name the
+    resource; a path ending in an action segment (`/jobs/{job_id}/cancel`) is named by it,
+    otherwise the verb follows the method (`list`/`create` on a collection, `get`/`update`/
+    `delete` on an item). POST /projects/{project_id}/queues/{queue_id}/pause → queues_pause."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) > 2 and parts[1] in ("{org_id}", "{project_id}"):
+        parts = parts[2:]
+    statics = [p.replace("-", "_") for p in parts if not p.startswith("{")]
+    ends_in_id = parts[-1].startswith("{")
+    if len(statics) > 1 and not ends_in_id:
+        return "_".join(statics)
+    verbs = _ITEM_VERBS if ends_in_id else _COLLECTION_VERBS
+    return "_".join([*statics, verbs[method]])
+
 
 def classification_problems(routes: Sequence[Route]) -> list[str]:
     """Why a table is unsafe to mount, one line per problem (empty when it is fine).
@@ -89,6 +131,7 @@ def classification_problems(routes: Sequence[Route]) -> list[str]:
     """
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()
+    op_ids: dict[str, str] = {}
     for route in routes:
         name = f"{route.method} {route.full_path}"
         if (route.method, route.full_path) in seen:
@@ -101,6 +144,12 @@ def classification_problems(routes: Sequence[Route]) -> list[str]:
             problems.append(f"{name}: names {{org_id}} so it must be Scope.ORG")
         if route.scope is Scope.PUBLIC and route.min_role is not None:
             problems.append(f"{name}: public routes take no min_role")
+        if route.op_id in op_ids:
+            problems.append(
+                f"{name}: operationId {route.op_id!r} is also {op_ids[route.op_id]}'s;"
+                " state a distinct Route(operation_id=...)"
+            )
+        op_ids.setdefault(route.op_id, name)
     return problems
 
 
@@ -130,21 +179,31 @@ def __getattr__(name: str) -> tuple[Route, ...]:
 
 
 def mount_routes(app: FastAPI, routes: Sequence[Route]) -> None:
-    """Attach every route, each behind the guard its scope demands. Refuses an unsafe table."""
+    """Attach every route, each behind the guard its scope demands, and make the OpenAPI
+    document their exact contract (api/contract.py). Refuses an unsafe table."""
+    from fastapi.responses import JSONResponse, PlainTextResponse
+
     from jobyard.api import rbac
-    from jobyard.api.errors import error_responses
+    from jobyard.api.contract import install_openapi, responses_for
 
     problems = classification_problems(routes)
     if problems:
         raise ValueError("unsafe route table:\n  " + "\n  ".join(problems))
+    statuses: dict[tuple[str, str], set[str]] = {}
     for route in routes:
-        dependencies: list[DependsParam] = []
+        guards: list[Callable[..., Any]] = []
         if route.rate_limit == "auth":
-            dependencies.append(Depends(rbac.auth_rate_limit))
-        dependencies.append(Depends(rbac.guard_for(route.scope, route.min_role, route.api_keys)))
+            guards.append(rbac.auth_rate_limit)
+        guards.append(rbac.guard_for(route.scope, route.min_role, route.api_keys))
         extra: dict[str, Any] = {}
         if route.response_model is not None:  # else FastAPI infers it from the return type
             extra["response_model"] = route.response_model
+        if route.media_type == "text/plain":
+            extra["response_class"] = PlainTextResponse
+        else:
+            extra["response_class"] = JSONResponse
+        responses = responses_for(route, guards, route.response_model)
+        statuses[(route.method, route.full_path)] = {str(route.status_code), *map(str, responses)}
         app.add_api_route(
             route.full_path,
             route.handler,
@@ -152,12 +211,14 @@ def mount_routes(app: FastAPI, routes: Sequence[Route]) -> None:
             status_code=route.status_code,
             summary=route.summary or None,
             tags=list(route.tags),
+            operation_id=route.op_id,
             **extra,
-            dependencies=dependencies,
-            responses=error_responses(route.scope),
+            dependencies=[Depends(guard) for guard in guards],
+            responses=responses,
             openapi_extra={
                 "x-scope": str(route.scope),
                 "x-min-role": str(route.min_role) if route.min_role else None,
                 "x-api-keys": route.scope is Scope.PROJECT and route.api_keys,
             },
         )
+    install_openapi(app, routes, statuses)

@@ -61,8 +61,9 @@ async def _named_errors() -> AsyncIterator[None]:
         raise ValidationFailed(known[1], field=known[0]) from exc
 
 
-def _bad_policy() -> ValidationFailed:
-    return ValidationFailed(
+def _bad_policy() -> NotFound:
+    # A reference to nothing is a 404 naming the field, like an unknown queue on enqueue.
+    return NotFound(
         "retry_policy_id does not name a retry policy in this project", field="retry_policy_id"
     )
 

@@ -26,7 +26,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
-from jobyard.domain.errors import JobyardError, NotFound, ValidationFailed
+from jobyard.domain.errors import JobyardError, NotFound
 from jobyard.domain.ids import OrgId, ProjectId, UserId
 from jobyard.domain.passwords import hash_password, needs_rehash, verify_password
 from jobyard.logs import get_logger
@@ -160,7 +160,8 @@ async def change_password(
     """Replace the password and end every other session of the user."""
     row = await run.one(conn, "auth_user_by_id", {"user_id": user_id})
     if row is None or not verify_password(row["password_hash"], current):
-        raise ValidationFailed("the current password is wrong", field="current_password")
+        # A well-formed request the caller may not make (403), not invalid input (422).
+        raise PermissionDenied("the current password is wrong", field="current_password")
     async with conn.transaction():
         await run.execute(
             conn,

@@ -16,7 +16,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
+from jobyard.domain.errors import IdempotencyConflict, NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
@@ -122,7 +122,8 @@ async def _has_unfinished_parents(
     found = {r["id"]: r["status"] for r in rows}
     missing = sorted(set(parents) - set(found))
     if missing:
-        raise ValidationFailed(
+        # Another project's job reads as missing: 404, as for every other tenant's object.
+        raise NotFound(
             f"depends_on names jobs that do not exist in this project: {missing}",
             field="depends_on",
         )

@@ -14,6 +14,7 @@ from typing import Final
 
 from jobyard.db import run
 from jobyard.db.pool import Conn
+from jobyard.domain import limits
 from jobyard.domain.errors import JobyardError, ValidationFailed
 
 
@@ -30,7 +31,8 @@ AUTH_LIMIT: Final = Limit("auth", 5, 15 * 60)  # per client IP, per auth route (
 # alone against spraying many accounts. A successful login gives its hits back.
 LOGIN_LIMIT: Final = Limit("login", 5, 15 * 60)
 LOGIN_IP_LIMIT: Final = Limit("login-ip", 100, 15 * 60)
-ENQUEUE_LIMIT: Final = Limit("enqueue", 1000, 60)  # per project; a batch counts each job
+# per project; a batch counts each job
+ENQUEUE_LIMIT: Final = Limit("enqueue", limits.ENQUEUE_PER_MINUTE, 60)
 
 
 class RateLimited(JobyardError):

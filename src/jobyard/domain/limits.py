@@ -13,6 +13,15 @@ MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_LOG_MESSAGE_LENGTH: Final = 8000
 MAX_ERROR_LENGTH: Final = 8000
 MAX_ATTEMPTS_CEILING: Final = 100
+# The largest id the API takes: I-JSON's (RFC 7493) interoperable integer limit, 2^53 - 1, so a
+# client or generator that reads JSON numbers as doubles never rounds an id out of range (with
+# bigint's 2^63 - 1 they did). Sequences are nowhere near it.
+MAX_ID: Final = 2**53 - 1
+# Jobs one project may enqueue per minute through the API (core/ratelimit.py). A batch counts
+# each of its jobs, so a larger one could never be accepted: the API's batch schema's maxItems is
+# this same number. The library (defer_many, app.batch) is not rate limited: MAX_BATCH_SIZE.
+ENQUEUE_PER_MINUTE: Final = 1000
+MAX_API_BATCH_SIZE: Final = ENQUEUE_PER_MINUTE
 MAX_BATCH_SIZE: Final = 10_000
 # A failed run's traceback (job_executions.traceback; CHECK job_executions_traceback_length).
 MAX_TRACEBACK_LENGTH: Final = 16_000

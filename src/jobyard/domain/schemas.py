@@ -71,7 +71,9 @@ class JobCreate(BaseModel):
     max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
     timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
     retry: RetryOverride | None = None
-    depends_on: list[int] = Field(default_factory=list, max_length=100)
+    depends_on: list[Annotated[int, Field(ge=1, le=limits.MAX_ID)]] = Field(
+        default_factory=list, max_length=100
+    )
     # Run even if a parent ends dead_letter or cancelled (default: such a parent cancels it).
     run_anyway: bool = False
 

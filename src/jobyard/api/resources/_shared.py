@@ -13,13 +13,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Final, TypeVar
 
 from fastapi import Path
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from jobyard.api.pagination import Page, PageParams, encode_cursor
 from jobyard.core.read_models import KeysetPage
+from jobyard.domain import limits
 from jobyard.domain.errors import ValidationFailed
 
-MAX_ID: Final = 2**63 - 1
+MAX_ID: Final = limits.MAX_ID
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -30,7 +31,18 @@ def _no_nul(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
-Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def _not_bool(value: Any) -> Any:
+    # JSON true is not an id (pydantic would read it as 1).
+    if isinstance(value, bool):
+        raise ValueError("must be an integer")
+    return value
+
+
+# Field before the validator: the other way round pydantic writes `ge`/`le`, not JSON Schema's
+# `minimum`/`maximum`, into the document, and clients and generators ignore the bounds.
+Id = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_not_bool)]
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 

@@ -12,6 +12,7 @@ from fastapi import Response
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep, make_page
+from jobyard.api.resources._shared import IdPath
 from jobyard.api.routes import Route, Scope
 from jobyard.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 from jobyard.core import auth as core_auth
@@ -48,7 +49,7 @@ async def create_key(body: ApiKeyCreate, project: ProjectDep, conn: ConnDep) -> 
     return ApiKeyCreated.model_validate({**row, "key": secret})
 
 
-async def revoke_key(key_id: int, project: ProjectDep, conn: ConnDep) -> Response:
+async def revoke_key(key_id: IdPath, project: ProjectDep, conn: ConnDep) -> Response:
     """Revoke a key: it stops working on the next request."""
     await core_auth.revoke_api_key(conn, project.project_id, key_id)
     log.info("api key revoked", key_id=key_id, project_id=project.project_id)
@@ -65,5 +66,5 @@ ROUTES: tuple[Route, ...] = (
           response_model=ApiKeyCreated, tags=TAGS, api_keys=False),
     Route("DELETE", "/projects/{project_id}/api-keys/{key_id}", Scope.PROJECT, revoke_key,
           min_role=Role.ADMIN, status_code=204, summary="Revoke an API key", tags=TAGS,
-          api_keys=False),
+          api_keys=False, operation_id="api_keys_revoke"),
 )  # fmt: skip

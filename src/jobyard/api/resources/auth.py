@@ -84,12 +84,14 @@ async def me(user: UserDep, conn: ConnDep) -> Me:
 TAGS = ("auth",)
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/auth/login", Scope.PUBLIC, login, summary="Log in",
-          response_model=TokenPair, tags=TAGS, rate_limit="login"),
+          response_model=TokenPair, tags=TAGS, rate_limit="login",
+          responses={401: "wrong email or password"}),
     Route("POST", "/auth/refresh", Scope.PUBLIC, refresh, summary="Rotate a refresh token",
-          response_model=TokenPair, tags=TAGS, rate_limit="auth"),
+          response_model=TokenPair, tags=TAGS, rate_limit="auth",
+          responses={401: "invalid, expired, used or revoked refresh token"}),
     Route("POST", "/auth/logout", Scope.USER, logout, status_code=204, summary="Log out",
           tags=TAGS),
     Route("POST", "/auth/password", Scope.USER, change_password, status_code=204,
-          summary="Change your password", tags=TAGS),
+          summary="Change your password", tags=TAGS, operation_id="auth_change_password"),
     Route("GET", "/auth/me", Scope.USER, me, summary="Who am I", response_model=Me, tags=TAGS),
 )  # fmt: skip

@@ -129,14 +129,17 @@ TAGS = ("dead letters",)
 BASE = "/projects/{project_id}/dead-letters"
 ROUTES: tuple[Route, ...] = (
     Route("GET", BASE, Scope.PROJECT, list_dead_letters, min_role=Role.VIEWER,
-          summary="List dead letters", response_model=Page[DeadLetterPublic], tags=TAGS),
+          summary="List dead letters", response_model=Page[DeadLetterPublic], tags=TAGS,
+          operation_id="dlq_list"),
     Route("GET", BASE + "/{dlq_id}", Scope.PROJECT, get_dead_letter, min_role=Role.VIEWER,
-          summary="Get a dead letter", response_model=DeadLetterDetail, tags=TAGS),
+          summary="Get a dead letter", response_model=DeadLetterDetail, tags=TAGS,
+          operation_id="dlq_get"),
     Route("PATCH", BASE + "/{dlq_id}", Scope.PROJECT, edit_dead_letter, min_role=Role.MEMBER,
-          summary="Edit a dead letter's payload", response_model=DeadLetterDetail, tags=TAGS),
+          summary="Edit a dead letter's payload", response_model=DeadLetterDetail, tags=TAGS,
+          operation_id="dlq_update"),
     Route("POST", BASE + "/{dlq_id}/replay", Scope.PROJECT, replay_dead_letter,
           min_role=Role.MEMBER, status_code=202, summary="Replay a dead letter as a new job",
-          response_model=JobDetail, tags=TAGS),
+          response_model=JobDetail, tags=TAGS, operation_id="dlq_replay", rate_limit="enqueue"),
     Route("DELETE", BASE + "/{dlq_id}", Scope.PROJECT, delete_dead_letter, min_role=Role.ADMIN,
-          status_code=204, summary="Delete a dead letter", tags=TAGS),
+          status_code=204, summary="Delete a dead letter", tags=TAGS, operation_id="dlq_delete"),
 )  # fmt: skip

@@ -47,12 +47,18 @@ class LogPublic(BaseModel):
     created_at: datetime
 
 
+MAX_EXECUTION_SEQ = 2**31 - 1
+
+
 async def list_executions(
     job_id: IdPath, project: ProjectDep, conn: ConnDep, page: PageDep
 ) -> Page[ExecutionPublic]:
     """A job's runs in order (one per claim, including refunded ones)."""
+    after = keyset_after(page)
+    # execution_seq is an integer column: a position past its range is past every run.
+    after_seq = None if after is None else min(after, MAX_EXECUTION_SEQ)
     result = await read_models.list_executions(
-        conn, project.project_id, JobId(job_id), after_seq=keyset_after(page), limit=page.limit
+        conn, project.project_id, JobId(job_id), after_seq=after_seq, limit=page.limit
     )
     return as_page(result, ExecutionPublic)
 

@@ -11,6 +11,7 @@ from fastapi import Response
 
 from jobyard.api.deps import ConnDep, OrgAccess, OrgDep
 from jobyard.api.pagination import Page, PageDep, make_page
+from jobyard.api.resources._shared import IdPath
 from jobyard.api.routes import Route, Scope
 from jobyard.api.schemas import MemberPublic, MemberUpdate
 from jobyard.core import tenancy
@@ -34,7 +35,7 @@ async def list_members(org: OrgDep, conn: ConnDep, page: PageDep) -> Page[Member
 
 
 async def update_member(
-    user_id: int, body: MemberUpdate, org: OrgDep, conn: ConnDep
+    user_id: IdPath, body: MemberUpdate, org: OrgDep, conn: ConnDep
 ) -> MemberPublic:
     current = await tenancy.get_member(conn, org.org_id, user_id)
     owner_rule(org, body.role, Role(current["role"]))
@@ -42,7 +43,7 @@ async def update_member(
     return MemberPublic.model_validate(row)
 
 
-async def remove_member(user_id: int, org: OrgDep, conn: ConnDep) -> Response:
+async def remove_member(user_id: IdPath, org: OrgDep, conn: ConnDep) -> Response:
     current = await tenancy.get_member(conn, org.org_id, user_id)
     owner_rule(org, Role(current["role"]))
     await tenancy.remove_member(conn, org.org_id, user_id)
@@ -55,7 +56,8 @@ ROUTES: tuple[Route, ...] = (
           summary="List members", response_model=Page[MemberPublic], tags=TAGS),
     Route("PATCH", "/orgs/{org_id}/members/{user_id}", Scope.ORG, update_member,
           min_role=Role.ADMIN, summary="Change a member's role", response_model=MemberPublic,
-          tags=TAGS),
+          tags=TAGS, responses={409: "the last owner cannot be demoted"}),
     Route("DELETE", "/orgs/{org_id}/members/{user_id}", Scope.ORG, remove_member,
-          min_role=Role.ADMIN, status_code=204, summary="Remove a member", tags=TAGS),
+          min_role=Role.ADMIN, status_code=204, summary="Remove a member", tags=TAGS,
+          operation_id="members_remove", responses={409: "the last owner cannot be removed"}),
 )  # fmt: skip

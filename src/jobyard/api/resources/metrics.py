@@ -103,5 +103,5 @@ ROUTES: tuple[Route, ...] = (
     *prometheus.ROUTES,  # GET /metrics, at the root (not per project)
     Route("GET", "/projects/{project_id}/metrics", Scope.PROJECT, project_metrics,
           min_role=Role.VIEWER, summary="Project metrics (depth, throughput, latency)",
-          response_model=ProjectMetrics, tags=("metrics",)),
+          response_model=ProjectMetrics, tags=("metrics",), operation_id="metrics_project"),
 )  # fmt: skip

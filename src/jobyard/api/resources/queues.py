@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
@@ -41,7 +42,7 @@ class QueueUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    priority: Priority | None = None
+    priority: Priority | SkipJsonSchema[None] = None  # not nullable: omit it to keep it
     max_concurrency: MaxConcurrency | None = None
     retry_policy_id: Id | None = None
     default_timeout_ms: TimeoutMs | None = None
@@ -120,15 +121,18 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", BASE, Scope.PROJECT, list_queues, min_role=Role.VIEWER,
           summary="List queues", response_model=Page[QueuePublic], tags=TAGS),
     Route("POST", BASE, Scope.PROJECT, create_queue, min_role=Role.ADMIN, status_code=201,
-          summary="Create a queue", response_model=QueuePublic, tags=TAGS),
+          summary="Create a queue", response_model=QueuePublic, tags=TAGS,
+          responses={409: "the name is taken"}),
     Route("GET", BASE + "/{queue_id}", Scope.PROJECT, get_queue, min_role=Role.VIEWER,
           summary="Get a queue", response_model=QueuePublic, tags=TAGS),
     Route("PATCH", BASE + "/{queue_id}", Scope.PROJECT, update_queue, min_role=Role.ADMIN,
-          summary="Update a queue", response_model=QueuePublic, tags=TAGS),
+          summary="Update a queue", response_model=QueuePublic, tags=TAGS,
+          responses={409: "the name is taken"}),
     Route("POST", BASE + "/{queue_id}/pause", Scope.PROJECT, pause_queue, min_role=Role.ADMIN,
           summary="Pause a queue", response_model=QueuePublic, tags=TAGS),
     Route("POST", BASE + "/{queue_id}/resume", Scope.PROJECT, resume_queue, min_role=Role.ADMIN,
           summary="Resume a queue", response_model=QueuePublic, tags=TAGS),
     Route("DELETE", BASE + "/{queue_id}", Scope.PROJECT, delete_queue, min_role=Role.ADMIN,
-          status_code=204, summary="Delete a queue", tags=TAGS),
+          status_code=204, summary="Delete a queue", tags=TAGS,
+          responses={409: "the queue has unfinished jobs or schedules"}),
 )  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
@@ -32,10 +33,18 @@ Cron = Annotated[
         examples=["*/5 * * * *"],
         description="5 fields (minute hour day-of-month month day-of-week), or 6 with seconds "
         "first.",
+        json_schema_extra={"format": "cron"},
     ),
 ]
 Timezone = Annotated[
-    Text, Field(min_length=1, max_length=MAX_TIMEZONE_LENGTH, examples=["Europe/London"])
+    Text,
+    Field(
+        min_length=1,
+        max_length=MAX_TIMEZONE_LENGTH,
+        examples=["Europe/London"],
+        description="An IANA time zone name.",
+        json_schema_extra={"format": "iana-timezone"},
+    ),
 ]
 PreviewCount = Annotated[int, Query(ge=1, le=schedules.MAX_PREVIEW)]
 Attempts = Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS_CEILING)]
@@ -69,17 +78,18 @@ class ScheduleUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: ScheduleName | None = None
-    queue_id: Id | None = None
-    cron: Cron | None = None
-    timezone: Timezone | None = None
-    handler: HandlerName | None = None
+    # Optional; only max_attempts and timeout_ms may be null (cleared), as their columns.
+    name: ScheduleName | SkipJsonSchema[None] = None
+    queue_id: Id | SkipJsonSchema[None] = None
+    cron: Cron | SkipJsonSchema[None] = None
+    timezone: Timezone | SkipJsonSchema[None] = None
+    handler: HandlerName | SkipJsonSchema[None] = None
     payload: Any = None
-    priority: Priority | None = None
+    priority: Priority | SkipJsonSchema[None] = None
     max_attempts: Attempts | None = None
     timeout_ms: TimeoutMs | None = None
-    overlap: OverlapPolicy | None = None
-    enabled: bool | None = None
+    overlap: OverlapPolicy | SkipJsonSchema[None] = None
+    enabled: bool | SkipJsonSchema[None] = None
 
     _check_payload = field_validator("payload")(check_payload)
 
@@ -184,18 +194,20 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", BASE, Scope.PROJECT, list_schedules, min_role=Role.VIEWER,
           summary="List schedules", response_model=Page[SchedulePublic], tags=TAGS),
     Route("POST", BASE, Scope.PROJECT, create_schedule, min_role=Role.ADMIN, status_code=201,
-          summary="Create a schedule", response_model=SchedulePublic, tags=TAGS),
+          summary="Create a schedule", response_model=SchedulePublic, tags=TAGS,
+          responses={409: "the name is taken"}),
     # Before /{schedule_id}: routes match in order, and "preview" is not an id.
     Route("GET", BASE + "/preview", Scope.PROJECT, preview_cron, min_role=Role.VIEWER,
           summary="Preview the next fire times of a cron expression",
-          response_model=SchedulePreview, tags=TAGS),
+          response_model=SchedulePreview, tags=TAGS, operation_id="schedules_preview_cron"),
     Route("GET", BASE + "/{schedule_id}", Scope.PROJECT, get_schedule, min_role=Role.VIEWER,
           summary="Get a schedule", response_model=SchedulePublic, tags=TAGS),
     Route("GET", BASE + "/{schedule_id}/preview", Scope.PROJECT, preview_schedule,
           min_role=Role.VIEWER, summary="Preview a schedule's next fire times",
           response_model=SchedulePreview, tags=TAGS),
     Route("PATCH", BASE + "/{schedule_id}", Scope.PROJECT, update_schedule, min_role=Role.ADMIN,
-          summary="Update a schedule", response_model=SchedulePublic, tags=TAGS),
+          summary="Update a schedule", response_model=SchedulePublic, tags=TAGS,
+          responses={409: "the name is taken"}),
     Route("DELETE", BASE + "/{schedule_id}", Scope.PROJECT, delete_schedule,
           min_role=Role.ADMIN, status_code=204, summary="Delete a schedule", tags=TAGS),
 )  # fmt: skip
