@@ -82,10 +82,9 @@ class Route:
             raise ValueError(f"{self.method} {self.path}: project routes need {{project_id}}")
         if self.scope is Scope.ORG and "{org_id}" not in self.path:
             raise ValueError(f"{self.method} {self.path}: org routes need {{org_id}}")
-    # "auth" → 5 attempts / 15 min / client IP, checked before the handler runs. "login" → the
-    # handler counts failed attempts per account and IP itself (it needs the body's email).
-    # "enqueue" → the handler counts jobs against the project's enqueue limit (it calls
-    # `enforce_enqueue_limit`; a batch counts each job). Every kind documents 429 + Retry-After.
+        if self.operation_id and not _OPERATION_ID.fullmatch(self.operation_id):
+            raise ValueError(f"{self.method} {self.path}: operation_id must match {_OPERATION_ID}")
+        if self.rate_limit not in RATE_LIMITS:
             raise ValueError(f"{self.method} {self.path}: unknown rate_limit {self.rate_limit!r}")
 
     @property

@@ -174,15 +174,19 @@ def run_with_conn(url: str, work: Callable[[Conn], Awaitable[T]]) -> T:
         return asyncio.run(main())
 
 
-# Typer prints a type next to every option; for an on/off flag that reads "<bool>" and says
-# nothing (issue 11). Flags show no type; valued options keep theirs.
-_display_type_rich = TyperOption.display_type_rich
+# Typer (0.28+) prints a type next to every option; for an on/off flag that reads "<bool>" and
+# says nothing (issue 11). Flags show no type; valued options keep theirs. Older Typer has no such
+# column, and nothing to patch.
+_display_type_rich: Callable[[TyperOption, Any], str | None] | None = getattr(
+    TyperOption, "display_type_rich", None
+)
 
 
 def _flag_without_type(self: TyperOption, ctx: Any) -> str | None:
-    if self.is_flag:
+    if self.is_flag or _display_type_rich is None:
         return None
     return _display_type_rich(self, ctx)
 
 
-setattr(TyperOption, "display_type_rich", _flag_without_type)  # noqa: B010 - mypy: no method-assign
+if _display_type_rich is not None:
+    setattr(TyperOption, "display_type_rich", _flag_without_type)  # noqa: B010 - mypy: no method-assign

@@ -16,7 +16,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import IdempotencyConflict, NotFound
+from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
