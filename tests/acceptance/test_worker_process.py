@@ -283,3 +283,101 @@ async def test_worker_survives_a_postgresql_restart_with_every_job_done_once(
 async def _count(conn: Conn, status: str, at_least: int) -> bool:
     n = await scalar(conn, "SELECT count(*) FROM jobs WHERE status = %s::job_status", status)
     return int(n) >= at_least
+
+
+HEALTHY_BEFORE = 20
+HEALTHY_AFTER = 200
+
+
+@pytest.mark.parametrize("cap", [3, 5])
+async def test_a_self_killing_job_among_220_is_the_only_one_charged_for_the_deaths(
+    db_url: str, conn: Conn, spawn: Any, cap: int
+) -> None:
+    """Issue 13.1: one job that os._exit(137)s its worker, 220 healthy jobs, two worker
+    processes restarted whenever they exit. Only deaths of a worker that ran the pill alone
+    count, so the pill is dead-lettered after exactly `cap` of them, and no healthy job is
+    dead-lettered or charged an attempt by the crashes it happened to share."""
+    app = App(project=PROJECT, database_url=db_url)
+    healthy = [(await app.defer("quick", {"seconds": 0.1})).id for _ in range(HEALTHY_BEFORE)]
+    pill = (await app.defer("exits_137")).id
+    healthy += [(await app.defer("quick", {"seconds": 0.1})).id for _ in range(HEALTHY_AFTER)]
+    workers = [spawn(db_url), spawn(db_url)]
+    deaths = 0
+    deadline = time.monotonic() + 300
+    async with maintenance_loop(db_url, interval_s=0.3, poison_threshold=cap):
+        while not await _settled_all(conn, pill, len(healthy)):
+            for i, worker in enumerate(workers):
+                code = worker.proc.poll()
+                if code is not None:
+                    assert code == 137, worker.output()
+                    deaths += 1
+                    workers[i] = spawn(db_url)  # what a process supervisor does
+            assert time.monotonic() < deadline, await _job_states(conn)
+            await asyncio.sleep(0.2)
+    for worker in workers:
+        worker.proc.send_signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait(30) in (0, 137), worker.output()
+
+    message = f"worker died {cap} times while running this job alone"
+    pill_row = await rows(
+        conn, "SELECT status::text, solo_deaths, last_error FROM jobs WHERE id = %s", pill
+    )
+    assert pill_row == [{"status": "dead_letter", "solo_deaths": cap, "last_error": message}]
+    letters = await rows(conn, "SELECT job_id, reason::text, error FROM dead_letter_jobs")
+    assert letters == [{"job_id": pill, "reason": "poison_pill", "error": message}]
+    pill_runs = [r["outcome"] for r in await executions(conn, pill)]
+    # Every death was the pill's; the first may have been shared (a batch claimed with it).
+    assert pill_runs == ["lease_lost"] * len(pill_runs)
+    assert cap <= len(pill_runs) <= cap + 1, pill_runs
+    assert deaths >= len(pill_runs) - 1  # a worker may die unobserved as the loop ends
+
+    per_job = await rows(
+        conn,
+        "SELECT j.id, j.status::text AS status, j.attempt, j.solo_deaths,"
+        " count(*) FILTER (WHERE e.outcome = 'succeeded') AS ok,"
+        " count(*) FILTER (WHERE e.outcome = 'lease_lost') AS lost,"
+        " count(*) FILTER (WHERE e.attempt_charged AND e.outcome <> 'succeeded') AS charged"
+        " FROM jobs j JOIN job_executions e ON e.job_id = j.id"
+        " WHERE j.id <> %s GROUP BY j.id ORDER BY j.id",
+        pill,
+    )
+    assert [r["id"] for r in per_job] == healthy
+    bad = [
+        r
+        for r in per_job
+        if (r["status"], r["attempt"], r["ok"], r["charged"]) != ("done", 1, 1, 0)
+    ]
+    assert bad == []
+    assert all(r["solo_deaths"] == 0 for r in per_job)
+    shared = sum(1 for r in per_job if r["lost"])  # healthy jobs that shared a death
+    # Work kept flowing while the pill was a suspect: healthy jobs finished between its first
+    # death and its dead letter.
+    during = await scalar(
+        conn,
+        "SELECT count(*) FROM jobs j WHERE j.id <> %s AND j.finished_at BETWEEN"
+        " (SELECT min(finished_at) FROM job_executions WHERE job_id = %s)"
+        " AND (SELECT finished_at FROM jobs WHERE id = %s)",
+        pill,
+        pill,
+        pill,
+    )
+    print(f"\ncap={cap} deaths={deaths} pill_runs={len(pill_runs)} shared={shared} during={during}")
+    assert during > 0
+
+
+async def _settled_all(conn: Conn, pill: int, healthy: int) -> bool:
+    found = await rows(
+        conn,
+        "SELECT (SELECT status::text FROM jobs WHERE id = %s) AS pill,"
+        " (SELECT count(*) FROM jobs WHERE status = 'done') AS done",
+        pill,
+    )
+    return bool(found[0]["pill"] == "dead_letter" and found[0]["done"] == healthy)
+
+
+async def _job_states(conn: Conn) -> list[dict[str, Any]]:
+    return await rows(
+        conn,
+        "SELECT status::text, suspect, count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
+    )

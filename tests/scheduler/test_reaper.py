@@ -75,15 +75,20 @@ async def test_reaping_notifies_each_requeued_queue(conn: Conn, db_url: str) -> 
     assert heard == [str(queue["id"])]
 
 
-async def test_poison_pill_is_dead_lettered_on_its_nth_lost_lease(conn: Conn) -> None:
+async def test_poison_pill_is_dead_lettered_on_its_nth_solo_death(conn: Conn) -> None:
     queue, worker = await setup(conn)
     held = await make_held_job(
-        conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1), lease_lost_count=2
+        conn,
+        queue,
+        worker,
+        lock_expires_at=T0 - timedelta(seconds=1),
+        lease_lost_count=2,
+        solo_deaths=2,
     )
     result = await reap_expired_leases(conn, poison_threshold=3, now=T0)
     assert (result.requeued, result.dead_lettered) == (0, 1)
     after = await job(conn, held["id"])
-    message = "lease lost 3 times (worker died during every run)"
+    message = "worker died 3 times while running this job alone"
     assert (after["status"], after["finished_at"], after["last_error"]) == (
         "dead_letter",
         T0,
@@ -109,7 +114,12 @@ async def test_a_lost_job_whose_cancel_was_requested_ends_cancelled_not_requeued
     queue, worker = await setup(conn)
     # At the poison threshold too: the user's cancel wins over dead-lettering.
     held = await make_held_job(
-        conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1), lease_lost_count=2
+        conn,
+        queue,
+        worker,
+        lock_expires_at=T0 - timedelta(seconds=1),
+        lease_lost_count=2,
+        solo_deaths=2,
     )
     await conn.execute("UPDATE jobs SET cancel_requested_at = %s WHERE id = %s", (T0, held["id"]))
     listener = await connect(db_url, autocommit=True)

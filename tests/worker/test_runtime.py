@@ -245,8 +245,14 @@ async def test_a_stale_worker_cannot_complete_fail_or_log(db_url: str, conn: Con
         # Another worker claims both (new execution_seq) while the stale handlers still run.
         other = WorkerId((await make_worker(conn, project_id=project))["id"])
         (queue,) = await claim.queues_by_names(conn, project, ["default"])
-        taken = await claim.claim_batch(conn, queue, other, 10, lease_s=60)
+        # Reaped, both are suspects now: each is claimed alone (solo), one claim each.
+        taken = [
+            job
+            for _ in range(2)
+            for job in (await claim.claim(conn, queue, other, 10, lease_s=60, solo=True)).jobs
+        ]
         assert {j.id for j in taken} == {a.id, b.id}
+        assert all(j.suspect for j in taken)
         await transitions.start_many(conn, taken)
         go.set()
         await eventually(lambda: _settled(stale, 2))

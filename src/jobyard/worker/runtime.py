@@ -48,6 +48,7 @@ from jobyard.worker.running import Running, StopReason
 
 JOBS_CHANNEL: Final = "jobyard_jobs"
 CANCEL_CHANNEL: Final = "jobyard_cancel"
+QUEUES_CHANNEL: Final = "jobyard_queues"
 # How long a stopped handler gets to unwind before the runtime stops waiting for it.
 CANCEL_WAIT_S: Final = 2.0
 # Marking the worker stopped is a courtesy (the sweep would mark it dead); do not hang on it.
@@ -125,6 +126,11 @@ class Worker:
         # waiting a round trip for it. At most `concurrency` such runs are held on top of the
         # running handlers, so a slow database still throttles claiming.
         self._recording = 0
+        # Poison-pill attribution (docs/WORKER.md): a suspect runs alone. While one runs, this
+        # worker claims nothing; once a claim reports a suspect waiting, it stops claiming until
+        # it holds nothing, then claims with `solo`.
+        self._suspect_run: tuple[JobId, int] | None = None
+        self._make_room = False
         self._pool: Pool | None = None
         self._completer: Completer | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -275,6 +281,8 @@ class Worker:
         return len(self.running) > self._recording
 
     def _free_slots(self) -> int:
+        if self._suspect_run is not None or (self._make_room and self.running):
+            return 0
         # Handler slots free, and at most `concurrency` more runs held awaiting their record.
         working = len(self.running) - self._recording
         return min(
@@ -292,22 +300,43 @@ class Worker:
         if free <= 0:
             self._saturated = True
             return
+        # Holding nothing (not even an abandoned handler), this worker may take a suspect.
+        solo = not self.running and not self.abandoned
         async with self._pool.connection() as conn:
             if monotonic() - self._queues_read_at > self.config.queue_refresh_s:
                 await self._read_queues(conn)
             for queue in self.queue_refs:
                 if free <= 0 or self._drain_requested.is_set():
                     break
-                if queue.is_paused:
-                    continue
+                # Paused queues are not skipped from the cache: the claim statement reads the
+                # pause (and the limit) itself, so a change holds from the next claim on.
                 # Claim and start in one statement (queued → claimed → running): one round
                 # trip and one commit, and a dropped connection leaves the jobs queued.
-                jobs = await claim.claim_batch(
-                    conn, queue, self.worker_id, free, lease_s=self.config.lease_s, start=True
+                got = await claim.claim(
+                    conn,
+                    queue,
+                    self.worker_id,
+                    free,
+                    lease_s=self.config.lease_s,
+                    start=True,
+                    solo=solo,
                 )
-                for job in jobs:
+                for job in got.jobs:
                     self._dispatch(job, queue.name)
-                free -= len(jobs)
+                    if job.suspect:
+                        self._suspect_run = (job.id, job.execution_seq)
+                free -= len(got.jobs)
+                if self._suspect_run is not None:
+                    free = 0
+                elif got.suspect_waiting:
+                    # Finish what we hold, then claim with solo (a suspect runs alone).
+                    self._make_room = True
+                    free = 0
+                if got.jobs:
+                    solo = False
+        if solo:
+            # A claim with solo took the suspect, or found none left: room made.
+            self._make_room = False
         self._saturated = free <= 0
 
     # ------------------------------------------------------------------ execute
@@ -480,6 +509,8 @@ class Worker:
 
     def _finish(self, r: Running, outcome: str) -> None:
         """The run's outcome is recorded (or nothing is to be): forget it."""
+        if r.key == self._suspect_run:
+            self._suspect_run = None
         if self.running.pop(r.key, None) is not None:
             left = self._runs_per_job.pop(r.job.id) - 1
             if left:
@@ -691,6 +722,7 @@ class Worker:
                 )
                 await run.execute(conn, "read_listen_jobs")
                 await run.execute(conn, "read_listen_cancel")
+                await run.execute(conn, "read_listen_queues")
                 self.listening.set()
                 backoff.reset()
                 # Anything enqueued while we were not listening is found by this claim.
@@ -709,6 +741,11 @@ class Worker:
     def _on_notify(self, channel: str, payload: str) -> None:
         if channel == JOBS_CHANNEL:
             if payload.isdigit() and QueueId(int(payload)) in self._queue_ids:
+                self._wake.set()
+        elif channel == QUEUES_CHANNEL:
+            if payload.isdigit() and QueueId(int(payload)) in self._queue_ids:
+                # Pause, resume or a new limit: re-read the settings before the next claim.
+                self._queues_read_at = -1e9
                 self._wake.set()
         elif channel == CANCEL_CHANNEL:
             job_part, _, worker_part = payload.partition(":")

@@ -37,10 +37,19 @@ WITH expired AS MATERIALIZED (
     -- a lease extended after our snapshot is not taken.
     -- The run's attempt, worker and start are read here, on the locked row, because the
     -- UPDATE below clears them and the run's job_executions row is written after it.
-    SELECT j.id, j.worker_id, j.execution_seq, j.attempt,
+    SELECT j.id, j.worker_id, j.execution_seq, j.attempt, j.solo_deaths,
            coalesce(j.started_at, j.claimed_at) AS started_at,
-           (j.lease_lost_count + 1 >= %(poison_threshold)s
-            AND j.cancel_requested_at IS NULL) AS poison,
+           -- Poison-pill attribution: a death is pinned on this job only when its worker held
+           -- nothing else (no other held job, no other run lost with it, even one reaped in an
+           -- earlier pass because its lease ran out first). Anyone else who shared the worker
+           -- becomes a suspect instead, which the claim runs alone next time (docs/WORKER.md).
+           (NOT EXISTS (SELECT 1 FROM jobs o
+                        WHERE o.worker_id = j.worker_id AND o.id <> j.id
+                          AND o.status IN ('claimed', 'running'))
+            AND NOT EXISTS (SELECT 1 FROM job_executions e
+                            WHERE e.worker_id = j.worker_id AND e.job_id <> j.id
+                              AND e.outcome = 'lease_lost')) AS alone,
+           (j.cancel_requested_at IS NULL) AS not_cancelled,
            (j.cancel_requested_at IS NOT NULL) AS cancelled,
            (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
     FROM jobs j
@@ -49,6 +58,10 @@ WITH expired AS MATERIALIZED (
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
     LIMIT %(batch)s
     FOR UPDATE OF j SKIP LOCKED
+), judged AS MATERIALIZED (
+    SELECT x.*, x.solo_deaths + (x.alone)::int AS deaths,
+           (x.alone AND x.solo_deaths + 1 >= %(poison_threshold)s AND x.not_cancelled) AS poison
+    FROM expired x
 ), reaped AS (
     UPDATE jobs j
     SET status = CASE WHEN x.cancelled THEN 'cancelled'::job_status
@@ -57,19 +70,22 @@ WITH expired AS MATERIALIZED (
         -- Refund: the run died with its worker, the job did not fail. A poison pill keeps it.
         attempt = CASE WHEN x.poison THEN j.attempt ELSE greatest(0, j.attempt - 1) END,
         lease_lost_count = j.lease_lost_count + 1,
+        solo_deaths = x.deaths,
+        -- Requeued after a death: run it alone next time (cleared when a run ends normally).
+        suspect = NOT x.poison AND NOT x.cancelled,
         worker_id = NULL, lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         finished_at = CASE WHEN x.poison OR x.cancelled THEN coalesce(%(now)s, now()) END,
         last_error = CASE WHEN x.poison
-            THEN format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1)
+            THEN format('worker died %%s times while running this job alone', x.deaths)
             ELSE j.last_error END,
         error_fingerprint = CASE WHEN x.poison
-            THEN md5(format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1))
+            THEN md5(format('worker died %%s times while running this job alone', x.deaths))
             ELSE j.error_fingerprint END,
         updated_at = coalesce(%(now)s, now())
-    FROM expired x
+    FROM judged x
     -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
     -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM expired)) AND j.id = x.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM judged)) AND j.id = x.id
       AND j.status IN ('claimed', 'running')
       AND j.execution_seq = x.execution_seq
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
