@@ -140,10 +140,7 @@ async def test_retention_deletes_in_bounded_batches_and_stops_at_the_pass_cap(
 
 
 def _explain_claim_stats(plan: dict[str, Any]) -> dict[str, Any]:
-    # The CTE that reads the claim index; the suspect branch beside it is cut by a one-time
-    # filter when the claim is not solo (its plan sorts nothing: no rows reach it).
-    cte = next(n for n in plan_nodes(plan["Plan"]) if n.get("Subplan Name") == "CTE picked")
-    nodes = plan_nodes(cte)
+    nodes = plan_nodes(plan["Plan"])
     picked = next(n for n in nodes if n.get("Index Name") == "jobs_claim_idx")
     return {
         "shape": [n["Node Type"] for n in nodes],

@@ -165,13 +165,15 @@ WITH queue AS MATERIALIZED (
       AND (q.max_concurrency IS NULL OR %(limited)s)
 ), suspect AS MATERIALIZED (
     -- jobs_suspect_idx: holds only queued suspects, so this costs nothing when there are none.
+    -- LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the Limit
+    -- node then reads no row at all.
     SELECT j.id
     FROM jobs j
-    WHERE %(solo)s AND j.queue_id = %(queue_id)s AND j.status = 'queued' AND j.suspect
+    WHERE j.queue_id = %(queue_id)s AND j.status = 'queued' AND j.suspect
       AND EXISTS (SELECT 1 FROM queue)
     ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
     FOR UPDATE OF j SKIP LOCKED
-    LIMIT 1
+    LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
     -- The partial claim index supplies this order, so LIMIT stops after n rows;
     -- MATERIALIZED keeps the planner from re-running the limited subquery.
