@@ -482,3 +482,51 @@ async def test_a_worker_declared_dead_releases_its_jobs_and_registers_again(
         ("succeeded", True),
     ]
     assert await scalar(conn, "SELECT count(*) FROM workers") == 2
+
+
+async def test_a_suspect_runs_alone_while_other_work_flows_around_it(
+    db_url: str, conn: Conn
+) -> None:
+    """A suspect (its last run died with its worker) is claimed only by a worker that holds
+    nothing: a busy worker finishes what it holds first, then runs the suspect, and claims
+    nothing else (even work enqueued meanwhile) until the suspect's run ends."""
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task
+    async def work(ctx: JobContext, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    total = 1
+    async with running_worker(db_url, app, concurrency=4):
+        before = [(await work.defer(seconds=0.3)).id for _ in range(12)]
+        # A suspect appears while the worker is busy (held back until it is marked).
+        suspect = (await work.defer(seconds=1.0, delay=3600)).id
+        await conn.execute(
+            "UPDATE jobs SET suspect = true, status = 'queued', run_at = now() WHERE id = %s",
+            (suspect,),
+        )
+        await conn.execute("SELECT pg_notify('jobyard_jobs', queue_id::text) FROM jobs LIMIT 1")
+        await eventually(lambda: _is(conn, suspect, "running"), timeout=30)
+        during = [(await work.defer(seconds=0.05)).id for _ in range(12)]
+        total += len(before) + len(during)
+        await eventually(lambda: _all_done(conn, total), timeout=60)
+    runs = await rows(
+        conn,
+        "SELECT job_id, started_at, finished_at FROM job_executions WHERE outcome = 'succeeded'",
+    )
+    (alone,) = [r for r in runs if r["job_id"] == suspect]
+    overlapping = [
+        r["job_id"]
+        for r in runs
+        if r["job_id"] != suspect
+        and r["started_at"] < alone["finished_at"]
+        and r["finished_at"] > alone["started_at"]
+    ]
+    assert overlapping == []
+    assert (await rows(conn, "SELECT suspect FROM jobs WHERE id = %s", suspect)) == [
+        {"suspect": False}
+    ]
+
+
+async def _all_done(conn: Conn, n: int) -> bool:
+    return bool(await scalar(conn, "SELECT count(*) = %s FROM jobs WHERE status = 'done'", n))

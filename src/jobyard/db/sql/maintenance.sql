@@ -76,10 +76,12 @@ WITH expired AS MATERIALIZED (
         worker_id = NULL, lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         finished_at = CASE WHEN x.poison OR x.cancelled THEN coalesce(%(now)s, now()) END,
         last_error = CASE WHEN x.poison
-            THEN format('worker died %%s times while running this job alone', x.deaths)
+            THEN format('worker died %%s %%s while running this job alone', x.deaths,
+                        CASE WHEN x.deaths = 1 THEN 'time' ELSE 'times' END)
             ELSE j.last_error END,
         error_fingerprint = CASE WHEN x.poison
-            THEN md5(format('worker died %%s times while running this job alone', x.deaths))
+            THEN md5(format('worker died %%s %%s while running this job alone', x.deaths,
+                        CASE WHEN x.deaths = 1 THEN 'time' ELSE 'times' END))
             ELSE j.error_fingerprint END,
         updated_at = coalesce(%(now)s, now())
     FROM judged x
