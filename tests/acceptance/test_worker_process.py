@@ -19,8 +19,10 @@ from typing import Any
 
 import pytest
 
+from jobyard.core import admin
 from jobyard.db import embedded, migrate
 from jobyard.db.pool import Conn, connect
+from jobyard.domain.ids import ProjectId, QueueId
 from jobyard.worker.app import App
 from tests.worker.helpers import (
     PROJECT,
@@ -381,3 +383,55 @@ async def _job_states(conn: Conn) -> list[dict[str, Any]]:
         conn,
         "SELECT status::text, suspect, count(*) FROM jobs GROUP BY 1, 2 ORDER BY 1, 2",
     )
+
+
+async def _queue_ref(conn: Conn) -> tuple[ProjectId, QueueId]:
+    found = await rows(conn, "SELECT project_id, id FROM queues WHERE name = 'default'")
+    return ProjectId(found[0]["project_id"]), QueueId(found[0]["id"])
+
+
+async def _overlaps(conn: Conn, ids: list[int]) -> list[tuple[int, int]]:
+    """Pairs of these jobs whose runs were in flight at the same moment (from the database)."""
+    found = await rows(
+        conn,
+        "SELECT a.job_id AS a, b.job_id AS b FROM job_executions a JOIN job_executions b"
+        " ON a.job_id < b.job_id AND a.started_at < b.finished_at AND b.started_at < a.finished_at"
+        " WHERE a.job_id = ANY(%s) AND b.job_id = ANY(%s)",
+        ids,
+        ids,
+    )
+    return [(r["a"], r["b"]) for r in found]
+
+
+async def test_a_new_limit_and_a_pause_hold_from_the_next_claim_on(
+    db_url: str, conn: Conn, spawn: Any
+) -> None:
+    """Issue 13.3: two idle workers that have read the queue's settings (no limit). Right after
+    max_concurrency is set to 1, jobs of that queue run one at a time; right after a pause,
+    none is claimed; right after resume, they run. No waiting for the workers' cache."""
+    app = App(project=PROJECT, database_url=db_url)
+    await app.defer("quick", {"seconds": 0.05})  # creates the queue; warms both workers
+    workers = [spawn(db_url, JOBYARD_POLL_INTERVAL_S="0.2"), spawn(db_url)]
+    for worker in workers:
+        await eventually(lambda w=worker: _registered(conn, w))
+    await eventually(lambda: _count(conn, "done", 1))
+    project, queue = await _queue_ref(conn)
+
+    await admin.update_queue(conn, project, queue, {"max_concurrency": 1})
+    limited = [(await app.defer("quick", {"seconds": 0.2})).id for _ in range(8)]
+    await eventually(lambda: _count(conn, "done", 1 + len(limited)), timeout=60)
+    assert await _overlaps(conn, limited) == []
+
+    await admin.set_queue_paused(conn, project, queue, paused=True)
+    held_back = [(await app.defer("quick", {"seconds": 0.05})).id for _ in range(4)]
+    await asyncio.sleep(1.5)  # several claim rounds and polls of both workers
+    assert await _count(conn, "done", 1 + len(limited)) and not await _count(
+        conn, "done", 2 + len(limited)
+    )
+    assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 4
+    await admin.set_queue_paused(conn, project, queue, paused=False)
+    await eventually(lambda: _count(conn, "done", 1 + len(limited) + len(held_back)))
+    for worker in workers:
+        worker.proc.send_signal(signal.SIGTERM)
+    for worker in workers:
+        assert worker.wait(30) == 0, worker.output()
