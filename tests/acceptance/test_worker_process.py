@@ -435,3 +435,53 @@ async def test_a_new_limit_and_a_pause_hold_from_the_next_claim_on(
         worker.proc.send_signal(signal.SIGTERM)
     for worker in workers:
         assert worker.wait(30) == 0, worker.output()
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "in_flight"])
+async def test_sigterm_while_the_database_is_down_exits_within_the_grace_period(
+    spawn: Any, private_server_dir: Path, busy: bool
+) -> None:
+    """Issue 13.4: the database is really stopped (a server of this test's own). SIGTERM starts
+    the drain at once and the worker exits within drain_grace_s + EXIT_MARGIN_S whatever the
+    database does; a job whose release could not be recorded comes back through the reaper
+    once the database is back, refunded, as after a crash."""
+    pgdata = private_server_dir / "pgdata"
+    url = await asyncio.to_thread(embedded.start, pgdata, fast_unsafe=True)
+    await asyncio.to_thread(migrate.upgrade, url)
+    app = App(project=PROJECT, database_url=url)
+    job = (await app.defer("sleepy", {"seconds": 600})).id if busy else None
+    grace_s = 3.0
+    worker = spawn(url, JOBYARD_DRAIN_GRACE_S=str(grace_s))
+    conn = await connect(url, autocommit=True)
+    try:
+        worker_id = await eventually(lambda: _registered(conn, worker))
+        if job is not None:
+            await eventually(lambda: _held_by(conn, job, worker_id))
+    finally:
+        await conn.close()
+    assert await asyncio.to_thread(embedded.stop, pgdata)
+    await asyncio.sleep(2.0)  # every loop of the worker is now failing and backing off
+    assert worker.proc.poll() is None, worker.output()
+    signalled = time.monotonic()
+    worker.proc.send_signal(signal.SIGTERM)
+    code = worker.wait(60)
+    took = time.monotonic() - signalled
+    assert code == 0, worker.output()
+    # grace + EXIT_MARGIN_S (3 s), with room for a noisy machine; it once took 33.6 s to start
+    # draining alone.
+    assert took < grace_s + 3.0 + 4.0, (took, worker.output())
+    assert '"draining"' in worker.output()
+    if job is None:
+        return
+    assert "jobs left to the reaper" in worker.output()
+    await asyncio.to_thread(_db_command, private_server_dir, "start")
+    conn = await connect(url, autocommit=True)
+    try:
+        async with maintenance_loop(url, interval_s=0.3):
+            await eventually(lambda: _status_is(conn, job, "queued"), timeout=30)
+        state = await rows(conn, "SELECT attempt, suspect FROM jobs WHERE id = %s", job)
+        runs = await executions(conn, job)
+    finally:
+        await conn.close()
+    assert state == [{"attempt": 0, "suspect": True}]
+    assert [(r["outcome"], r["attempt_charged"]) for r in runs] == [("lease_lost", False)]

@@ -53,6 +53,14 @@ QUEUES_CHANNEL: Final = "jobyard_queues"
 CANCEL_WAIT_S: Final = 2.0
 # Marking the worker stopped is a courtesy (the sweep would mark it dead); do not hang on it.
 STOP_RETRY_S: Final = 15.0
+# After SIGTERM the worker exits within drain_grace_s + EXIT_MARGIN_S whatever the database
+# does: handlers get the grace, then CANCEL_WAIT_S to unwind, then what is left of the margin
+# to record their release. What cannot be recorded by then (database down) is left to the
+# reaper, as after a crash.
+EXIT_MARGIN_S: Final = CANCEL_WAIT_S + 1.0
+# A claim round in flight when the drain starts gets this long to finish (it answers in
+# milliseconds when the database is up) before it is cancelled.
+CLAIM_ROUND_WAIT_S: Final = 1.0
 # Allocations (minus frees) between young-generation collections; Python's default is 700.
 GC_THRESHOLD_YOUNG: Final = 20_000
 
@@ -120,6 +128,8 @@ class Worker:
         self._queues_read_at = -1e9
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
+        # monotonic() by which a drain must have ended (set by request_drain).
+        self._exit_by: float | None = None
         self._saturated = False
         # Runs whose handler succeeded and whose completion waits in the completer. They hold
         # no handler slot, so the next claim overlaps their completion statement instead of
@@ -154,8 +164,14 @@ class Worker:
 
     def request_drain(self) -> None:
         """Stop claiming and drain (what the first SIGTERM/SIGINT does)."""
+        if self._exit_by is None:
+            self._exit_by = monotonic() + self.config.drain_grace_s + EXIT_MARGIN_S
         self._drain_requested.set()
         self._wake.set()
+
+    def _time_left(self) -> float | None:
+        """Seconds until the drain must end (None while not draining)."""
+        return None if self._exit_by is None else max(0.0, self._exit_by - monotonic())
 
     @property
     def _debug(self) -> bool:
@@ -193,17 +209,27 @@ class Worker:
                 handlers=self.registry.names(),
             )
             self.ready.set()
-            await self._claim_loop()
+            await self._claim_until_drained()
             await self._drain()
             # Heartbeats stop first: one landing after worker_stop would read as "declared dead".
             await self._stop_background()
-            await self._with_retry("stop", self._stop_row, give_up_after_s=STOP_RETRY_S)
+            left = self._time_left()
+            await self._with_retry(
+                "stop", self._stop_row, give_up_after_s=STOP_RETRY_S if left is None else left
+            )
             log.info("worker stopped", worker_id=self.worker_id, outcomes=self.outcomes)
             return 0
         finally:
             await self._stop_background()
-            await self._pool.close()
+            # Closing waits for the pool's own tasks; never past the drain's end.
+            left = self._time_left()
+            await self._pool.close(timeout=5.0 if left is None else max(0.1, min(5.0, left)))
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def unrecorded(self) -> int:
+        """Runs still held when the drain ended (their release could not be recorded)."""
+        return len(self.running)
 
     async def _stop_background(self) -> None:
         for task in self._background:
@@ -244,20 +270,42 @@ class Worker:
     ) -> None:
         assert self._pool is not None
         backoff = Backoff(what)
-        started = monotonic()
+        give_up_at = None if give_up_after_s is None else monotonic() + give_up_after_s
         while True:
             try:
-                async with self._pool.connection() as conn:
+                # Waiting for a pool connection is bounded too: while the database is down the
+                # pool would otherwise wait its default 30 s per attempt.
+                timeout = None if give_up_at is None else max(0.1, give_up_at - monotonic())
+                async with self._pool.connection(timeout=timeout) as conn:
                     await op(conn)
                 backoff.reset()
                 return
-            except RETRYABLE as exc:
-                if give_up_after_s is not None and monotonic() - started > give_up_after_s:
+            except RETRYABLE as exc:  # PoolTimeout is an OperationalError
+                if give_up_at is not None and monotonic() + backoff.delay_s > give_up_at:
                     log.warning(f"{what} not recorded: database unavailable; giving up")
                     return
                 await backoff.wait(exc)
 
     # ------------------------------------------------------------------ claim
+
+    async def _claim_until_drained(self) -> None:
+        """The claim loop, cut short by a drain: a round stuck on an unreachable database (a
+        pool connection wait, a backoff) must not delay the drain (it once took 33 s)."""
+        loop_task = asyncio.create_task(self._claim_loop())
+        drain = asyncio.create_task(self._drain_requested.wait())
+        try:
+            await asyncio.wait({loop_task, drain}, return_when=asyncio.FIRST_COMPLETED)
+            if not loop_task.done():
+                await asyncio.wait({loop_task}, timeout=CLAIM_ROUND_WAIT_S)
+            if not loop_task.done():
+                # A claim cut off mid-statement may have committed: its jobs are held by this
+                # worker in the database only, and the reaper gives them back after the lease.
+                log.warning("claim round cancelled: the database did not answer in time")
+                loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+        finally:
+            drain.cancel()
 
     async def _claim_loop(self) -> None:
         backoff = Backoff("claim")
@@ -762,7 +810,14 @@ class Worker:
             log.info("grace period over; releasing unfinished jobs", count=len(self.running))
             for r in list(self.running.values()):
                 self._request_stop(r, StopReason.DRAIN)
-            await self._idle.wait()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout=self._time_left())
+            except TimeoutError:
+                # The releases could not be recorded (database down): leave them to the reaper.
+                log.warning(
+                    "drain time over; jobs left to the reaper (their release was not recorded)",
+                    count=len(self.running),
+                )
 
 
 def _consume(task: asyncio.Task[Any]) -> None:
@@ -809,10 +864,14 @@ def run_worker(config: WorkerConfig, registry: Registry) -> int:
         code = loop.run_until_complete(worker.run())
     finally:
         drain.uninstall()
-    if worker.abandoned:
-        # A handler ignored cancellation; its job is already released. Waiting for it would
-        # turn a clean drain into a hang, so leave without joining it.
-        log.warning("exiting with handlers still running", count=worker.abandoned)
+    if worker.abandoned or worker.unrecorded:
+        # A handler ignored cancellation (its job is already released), or a release is still
+        # retrying against a database that is down. Waiting would turn a drain into a hang.
+        log.warning(
+            "exiting with work unfinished",
+            handlers=worker.abandoned,
+            unrecorded=worker.unrecorded,
+        )
         _flush_and_exit(code)
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()
