@@ -55,7 +55,7 @@ async def running_worker(
 
 @contextlib.asynccontextmanager
 async def maintenance_loop(
-    url: str, interval_s: float = 0.2, *, poison_threshold: int = 3
+    url: str, interval_s: float = 0.2, *, poison_threshold: int = 3, suspect_delay_s: float = 0.0
 ) -> AsyncIterator[None]:
     """Promote due retries and reap expired leases, like `jobyard scheduler` does."""
 
@@ -64,7 +64,9 @@ async def maintenance_loop(
         try:
             while True:
                 await maintenance.promote_due(conn)
-                await maintenance.reap_expired_leases(conn, poison_threshold=poison_threshold)
+                await maintenance.reap_expired_leases(
+                    conn, poison_threshold=poison_threshold, suspect_delay_s=suspect_delay_s
+                )
                 await asyncio.sleep(interval_s)
         finally:
             await conn.close()

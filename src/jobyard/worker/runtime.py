@@ -141,6 +141,11 @@ class Worker:
         # it holds nothing, then claims with `solo`.
         self._suspect_run: tuple[JobId, int] | None = None
         self._make_room = False
+        # A worker earns a suspect run with `concurrency` other runs first (or by finding
+        # nothing else to claim): a pill that kills every worker it meets then still leaves
+        # each (restarted) worker some other work, instead of taking it first at every start.
+        self._earned = 0
+        self._starved = False
         self._pool: Pool | None = None
         self._completer: Completer | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -349,7 +354,8 @@ class Worker:
             self._saturated = True
             return
         # Holding nothing (not even an abandoned handler), this worker may take a suspect.
-        solo = not self.running and not self.abandoned
+        may_run_suspect = self._earned >= self.config.concurrency or self._starved
+        solo = may_run_suspect and not self.running and not self.abandoned
         async with self._pool.connection() as conn:
             if monotonic() - self._queues_read_at > self.config.queue_refresh_s:
                 await self._read_queues(conn)
@@ -373,13 +379,18 @@ class Worker:
                     self._dispatch(job, queue.name)
                     if job.suspect:
                         self._suspect_run = (job.id, job.execution_seq)
+                        self._earned = 0
+                        self._starved = False
                 free -= len(got.jobs)
                 if self._suspect_run is not None:
                     free = 0
-                elif got.suspect_waiting:
+                elif got.suspect_waiting and may_run_suspect:
                     # Finish what we hold, then claim with solo (a suspect runs alone).
                     self._make_room = True
                     free = 0
+                elif got.suspect_waiting and not got.jobs:
+                    # Only suspects left to claim here: take one once idle.
+                    self._starved = True
                 if got.jobs:
                     solo = False
         if solo:
@@ -559,6 +570,8 @@ class Worker:
         """The run's outcome is recorded (or nothing is to be): forget it."""
         if r.key == self._suspect_run:
             self._suspect_run = None
+        elif not r.job.suspect:
+            self._earned += 1
         if self.running.pop(r.key, None) is not None:
             left = self._runs_per_job.pop(r.job.id) - 1
             if left:

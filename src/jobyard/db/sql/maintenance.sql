@@ -30,7 +30,7 @@ SELECT queue_id, promoted FROM per_queue
 -- worker_ids (declared dead): requeue with the attempt refunded, dead-letter a poison pill, or
 -- finish as cancelled a job whose cancel was requested (nobody is left to deliver it).
 -- One statement per batch; a heartbeat or completion that locks the row first wins.
--- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "now": null}
+-- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "suspect_delay_s": 10.0, "now": null}
 WITH expired AS MATERIALIZED (
     -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
     -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
@@ -66,7 +66,15 @@ WITH expired AS MATERIALIZED (
     UPDATE jobs j
     SET status = CASE WHEN x.cancelled THEN 'cancelled'::job_status
                       WHEN x.poison THEN 'dead_letter'::job_status
+                      WHEN x.alone AND %(suspect_delay_s)s > 0 THEN 'scheduled'::job_status
                       ELSE 'queued'::job_status END,
+        -- After a death pinned on it, a job waits suspect_delay_s before its next (solo) run:
+        -- a crash loop through every worker would otherwise leave no worker for other work
+        -- (the promoter queues it when due). Jobs that only shared a death go back at once.
+        run_at = CASE WHEN x.alone AND NOT x.poison AND NOT x.cancelled
+                           AND %(suspect_delay_s)s > 0
+                      THEN coalesce(%(now)s, now()) + make_interval(secs => %(suspect_delay_s)s)
+                      ELSE j.run_at END,
         -- Refund: the run died with its worker, the job did not fail. A poison pill keeps it.
         attempt = CASE WHEN x.poison THEN j.attempt ELSE greatest(0, j.attempt - 1) END,
         lease_lost_count = j.lease_lost_count + 1,
@@ -198,3 +206,40 @@ WITH doomed AS MATERIALIZED (
 )
 DELETE FROM rate_limit_counters c USING doomed d
 WHERE c.bucket = d.bucket AND c.window_start = d.window_start
+
+-- name: retention_delete_workers
+-- Delete up to `batch` workers stopped or declared dead more than age_s ago that hold no job.
+-- Their heartbeats cascade; their jobs' and runs' worker_id is nulled (workers_null_refs()),
+-- found through jobs_worker_idx and job_executions_worker_idx. Older than the jobs' retention
+-- by default, so most of what they ran is gone already and the nulling stays small.
+-- explain: {"batch": 100, "age_s": 1209600.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    -- workers_gone_idx (stopped_at) WHERE status IN ('stopped', 'dead').
+    SELECT w.id
+    FROM workers w
+    WHERE w.status IN ('stopped', 'dead')
+      AND w.stopped_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+      -- A dead worker's jobs wait for the reaper, which records the run with its worker.
+      AND NOT EXISTS (SELECT 1 FROM jobs j
+                      WHERE j.worker_id = w.id AND j.status IN ('claimed', 'running'))
+    ORDER BY w.stopped_at
+    LIMIT %(batch)s
+    FOR UPDATE OF w SKIP LOCKED
+)
+DELETE FROM workers WHERE id = ANY (ARRAY(SELECT id FROM doomed))
+
+-- name: retention_delete_batches
+-- Delete up to `batch` job batches created more than age_s ago none of whose jobs is left
+-- (jobs_batch_idx answers that); a batch with any job, finished or not, stays.
+-- explain: {"batch": 5000, "age_s": 604800.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    SELECT b.id
+    FROM job_batches b
+    WHERE b.created_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+      AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.batch_id = b.id)
+    ORDER BY b.id
+    LIMIT %(batch)s
+    -- An insert into the batch holds it FOR KEY SHARE (jobs_batch_ref_check): skipped here.
+    FOR UPDATE OF b SKIP LOCKED
+)
+DELETE FROM job_batches WHERE id = ANY (ARRAY(SELECT id FROM doomed))
