@@ -254,7 +254,7 @@ async def test_reaper_racing_heartbeats_and_completions_never_takes_a_saved_job(
 async def test_reaper_holds_off_one_lease_after_start(conn: Conn) -> None:
     queue, worker = await setup(conn)
     held = await make_held_job(conn, queue, worker, lock_expires_at=T0 - timedelta(minutes=10))
-    reaper = Reaper(ReaperConfig(lease_s=30))
+    reaper = Reaper(ReaperConfig(lease_s=30, suspect_delay_s=0))  # outage grace only
     first = await reaper.run_once(conn, now=T0)
     assert first.counts["held_off"] == 1
     assert (await reaper.run_once(conn, now=T0 + timedelta(seconds=29))).counts["held_off"] == 1
@@ -271,7 +271,7 @@ async def test_after_an_outage_live_workers_keep_their_jobs_and_dead_ones_lose_t
     worker's job comes back after that lease — not at once."""
     queue, live_worker = await setup(conn)
     dead_worker = await make_worker(conn, project_id=queue["project_id"], name="dead")
-    reaper = Reaper(ReaperConfig(lease_s=30))
+    reaper = Reaper(ReaperConfig(lease_s=30, suspect_delay_s=0))  # outage grace only
     assert (await reaper.run_once(conn, now=T0 - timedelta(minutes=5))).counts["held_off"] == 1
     assert (await reaper.run_once(conn, now=T0)).counts["held_off"] == 0  # window over
     live = await make_held_job(conn, queue, live_worker, lock_expires_at=T0 + timedelta(seconds=25))
@@ -349,3 +349,20 @@ async def test_a_suspect_whose_run_ends_normally_is_cleared(conn: Conn) -> None:
     # No longer a suspect; the death it had alone still counts (a job that sometimes kills its
     # worker is still dead-lettered at the cap, over its whole life).
     assert (after["status"], after["suspect"], after["solo_deaths"]) == ("scheduled", False, 1)
+
+
+async def test_after_a_pinned_death_the_job_waits_before_its_next_run(conn: Conn) -> None:
+    queue, worker = await setup(conn)
+    lonely = await make_worker(conn, project_id=queue["project_id"], name="lonely")
+    expired = T0 - timedelta(seconds=1)
+    shared = [await make_held_job(conn, queue, worker, lock_expires_at=expired) for _ in range(2)]
+    alone = await make_held_job(conn, queue, lonely, lock_expires_at=expired)
+    result = await reap_expired_leases(conn, suspect_delay_s=10, now=T0)
+    assert result.requeued == 3
+    back = [await job(conn, j["id"]) for j in [*shared, alone]]
+    assert [(j["status"], j["suspect"], j["solo_deaths"]) for j in back] == [
+        ("queued", True, 0),
+        ("queued", True, 0),
+        ("scheduled", True, 1),
+    ]
+    assert back[2]["run_at"] == T0 + timedelta(seconds=10)
