@@ -15,6 +15,26 @@ from jobyard.db import testing
 from jobyard.db.pool import Conn, connect
 from jobyard.logs import configure_logging
 
+_EMBEDDED_WAS_RUNNING = pytest.StashKey[bool]()
+
+
+def _owns_the_session(config: pytest.Config) -> bool:
+    # Under xdist the controller (no `workerinput`) outlives its workers: it decides.
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _owns_the_session(config) and not os.environ.get("JOBYARD_TEST_DATABASE_URL"):
+        config.stash[_EMBEDDED_WAS_RUNNING] = testing.embedded_running()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the embedded test server if this run started it (every test, every xdist worker,
+    is done by now); one that was already running, or an explicit server, is left alone."""
+    was_running = config.stash.get(_EMBEDDED_WAS_RUNNING, True)
+    if _owns_the_session(config) and not was_running and testing.embedded_running():
+        testing.stop_embedded()
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:

@@ -41,6 +41,13 @@ async def kills_its_worker(ctx: JobContext) -> None:
 
 
 @app.task
+async def exits_137(ctx: JobContext) -> None:
+    """A poison pill that takes its worker down the way a crashing C extension or the OOM
+    killer's victim would look: the process ends at once, nothing unwinds."""
+    os._exit(137)
+
+
+@app.task
 async def sleepy(ctx: JobContext, seconds: float) -> int:
     await asyncio.sleep(seconds)
     return ctx.execution_seq

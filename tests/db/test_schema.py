@@ -183,6 +183,8 @@ async def test_claim_plan_uses_the_partial_index_with_no_sort(conn: Conn) -> Non
         "n": 10,
         "lease_s": 30.0,
         "start": True,
+        "solo": False,
+        "limited": False,
         "now": None,
     }
     async with conn.cursor() as cur:
@@ -210,6 +212,8 @@ async def test_claim_changes_at_most_n_rows(conn: Conn) -> None:
             "n": 7,
             "lease_s": 30.0,
             "start": False,
+            "solo": False,
+            "limited": False,
             "now": None,
         },
     )

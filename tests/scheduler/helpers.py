@@ -36,6 +36,7 @@ async def make_held_job(
     status: str = "running",
     attempt: int = 1,
     lease_lost_count: int = 0,
+    solo_deaths: int = 0,
     started_at: datetime | None = None,
 ) -> dict[str, Any]:
     """A job a worker holds (claimed/running), as claim leaves it: the job row carries the run
@@ -44,8 +45,10 @@ async def make_held_job(
     job = await one(
         conn,
         """INSERT INTO jobs (project_id, queue_id, handler, payload, status, attempt, execution_seq,
-                             lease_lost_count, worker_id, lock_expires_at, claimed_at, started_at)
-           VALUES (%s, %s, 'noop', '{"secret": 1}', %s::job_status, %s, %s, %s, %s, %s, %s, %s)
+                             lease_lost_count, solo_deaths, worker_id, lock_expires_at, claimed_at,
+                             started_at)
+           VALUES (%s, %s, 'noop', '{"secret": 1}', %s::job_status, %s, %s, %s, %s, %s, %s, %s,
+                   %s)
            RETURNING *""",
         queue["project_id"],
         queue["id"],
@@ -53,6 +56,7 @@ async def make_held_job(
         attempt,
         lease_lost_count + 1,
         lease_lost_count,
+        solo_deaths,
         worker["id"],
         lock_expires_at,
         started,

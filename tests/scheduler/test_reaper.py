@@ -9,8 +9,11 @@ import random
 from datetime import timedelta
 from typing import Any
 
+from jobyard.core import claim, transitions
 from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db.pool import Conn, connect
+from jobyard.domain.ids import QueueId, WorkerId
+from jobyard.domain.models import QueueRef
 from jobyard.scheduler.reaper import Reaper, ReaperConfig
 from tests.factories import make_queue, make_worker
 from tests.scheduler.helpers import (
@@ -75,15 +78,20 @@ async def test_reaping_notifies_each_requeued_queue(conn: Conn, db_url: str) -> 
     assert heard == [str(queue["id"])]
 
 
-async def test_poison_pill_is_dead_lettered_on_its_nth_lost_lease(conn: Conn) -> None:
+async def test_poison_pill_is_dead_lettered_on_its_nth_solo_death(conn: Conn) -> None:
     queue, worker = await setup(conn)
     held = await make_held_job(
-        conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1), lease_lost_count=2
+        conn,
+        queue,
+        worker,
+        lock_expires_at=T0 - timedelta(seconds=1),
+        lease_lost_count=2,
+        solo_deaths=2,
     )
     result = await reap_expired_leases(conn, poison_threshold=3, now=T0)
     assert (result.requeued, result.dead_lettered) == (0, 1)
     after = await job(conn, held["id"])
-    message = "lease lost 3 times (worker died during every run)"
+    message = "worker died 3 times while running this job alone"
     assert (after["status"], after["finished_at"], after["last_error"]) == (
         "dead_letter",
         T0,
@@ -109,7 +117,12 @@ async def test_a_lost_job_whose_cancel_was_requested_ends_cancelled_not_requeued
     queue, worker = await setup(conn)
     # At the poison threshold too: the user's cancel wins over dead-lettering.
     held = await make_held_job(
-        conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1), lease_lost_count=2
+        conn,
+        queue,
+        worker,
+        lock_expires_at=T0 - timedelta(seconds=1),
+        lease_lost_count=2,
+        solo_deaths=2,
     )
     await conn.execute("UPDATE jobs SET cancel_requested_at = %s WHERE id = %s", (T0, held["id"]))
     listener = await connect(db_url, autocommit=True)
@@ -241,7 +254,7 @@ async def test_reaper_racing_heartbeats_and_completions_never_takes_a_saved_job(
 async def test_reaper_holds_off_one_lease_after_start(conn: Conn) -> None:
     queue, worker = await setup(conn)
     held = await make_held_job(conn, queue, worker, lock_expires_at=T0 - timedelta(minutes=10))
-    reaper = Reaper(ReaperConfig(lease_s=30))
+    reaper = Reaper(ReaperConfig(lease_s=30, suspect_delay_s=0))  # outage grace only
     first = await reaper.run_once(conn, now=T0)
     assert first.counts["held_off"] == 1
     assert (await reaper.run_once(conn, now=T0 + timedelta(seconds=29))).counts["held_off"] == 1
@@ -258,7 +271,7 @@ async def test_after_an_outage_live_workers_keep_their_jobs_and_dead_ones_lose_t
     worker's job comes back after that lease — not at once."""
     queue, live_worker = await setup(conn)
     dead_worker = await make_worker(conn, project_id=queue["project_id"], name="dead")
-    reaper = Reaper(ReaperConfig(lease_s=30))
+    reaper = Reaper(ReaperConfig(lease_s=30, suspect_delay_s=0))  # outage grace only
     assert (await reaper.run_once(conn, now=T0 - timedelta(minutes=5))).counts["held_off"] == 1
     assert (await reaper.run_once(conn, now=T0)).counts["held_off"] == 0  # window over
     live = await make_held_job(conn, queue, live_worker, lock_expires_at=T0 + timedelta(seconds=25))
@@ -277,3 +290,79 @@ async def test_after_an_outage_live_workers_keep_their_jobs_and_dead_ones_lose_t
     assert (result.counts["held_off"], result.counts["requeued"]) == (0, 1)
     assert (await job(conn, live["id"]))["status"] == "running"
     assert (await job(conn, dead["id"]))["status"] == "queued"
+
+
+async def _attribution(conn: Conn, *ids: int) -> list[tuple[str, bool, int, int]]:
+    return [
+        (j["status"], j["suspect"], j["solo_deaths"], j["attempt"])
+        for j in [await job(conn, i) for i in ids]
+    ]
+
+
+async def test_a_death_is_pinned_on_a_job_only_when_its_worker_held_nothing_else(
+    conn: Conn,
+) -> None:
+    queue, worker = await setup(conn)
+    lonely = await make_worker(conn, project_id=queue["project_id"], name="lonely")
+    expired = T0 - timedelta(seconds=1)
+    shared = [await make_held_job(conn, queue, worker, lock_expires_at=expired) for _ in range(3)]
+    alone = await make_held_job(conn, queue, lonely, lock_expires_at=expired)
+    result = await reap_expired_leases(conn, poison_threshold=1, now=T0)
+    # At a cap of 1 a pinned death dead-letters at once: only the job that ran alone.
+    assert (result.requeued, result.dead_lettered) == (3, 1)
+    assert await _attribution(conn, *(j["id"] for j in shared)) == [("queued", True, 0, 0)] * 3
+    assert await _attribution(conn, alone["id"]) == [("dead_letter", False, 1, 1)]
+    letter = await one(conn, "SELECT job_id, error FROM dead_letter_jobs")
+    assert letter == {
+        "job_id": alone["id"],
+        "error": "worker died 1 time while running this job alone",
+    }
+
+
+async def test_a_job_whose_lease_outlived_its_companions_is_not_taken_for_alone(
+    conn: Conn,
+) -> None:
+    """Claimed after the last heartbeat, B's lease ends later than A's: by the time B is reaped,
+    A is back in the queue. A's lost run (same worker) still shows B did not die alone."""
+    queue, worker = await setup(conn)
+    a = await make_held_job(conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1))
+    b = await make_held_job(conn, queue, worker, lock_expires_at=T0 + timedelta(seconds=5))
+    assert (await reap_expired_leases(conn, now=T0)).requeued == 1
+    assert await _attribution(conn, a["id"]) == [("queued", True, 0, 0)]  # B was still held
+    assert (await reap_expired_leases(conn, now=T0 + timedelta(seconds=10))).requeued == 1
+    assert await _attribution(conn, b["id"]) == [("queued", True, 0, 0)]
+
+
+async def test_a_suspect_whose_run_ends_normally_is_cleared(conn: Conn) -> None:
+    queue, worker = await setup(conn)
+    held = await make_held_job(conn, queue, worker, lock_expires_at=T0 - timedelta(seconds=1))
+    await reap_expired_leases(conn, now=T0)
+    ref = QueueRef(QueueId(queue["id"]), queue["name"], 0, False, None)
+    wid = WorkerId(worker["id"])
+    # Not solo: the suspect is not taken, and the claim says one waits.
+    busy = await claim.claim(conn, ref, wid, 5, lease_s=30, start=True)
+    assert (busy.jobs, busy.suspect_waiting) == ([], True)
+    (run,) = (await claim.claim(conn, ref, wid, 5, lease_s=30, start=True, solo=True)).jobs
+    assert (run.id, run.suspect) == (held["id"], True)
+    await transitions.fail(conn, run, "RuntimeError", "handled", retryable=True)
+    after = await job(conn, held["id"])
+    # No longer a suspect; the death it had alone still counts (a job that sometimes kills its
+    # worker is still dead-lettered at the cap, over its whole life).
+    assert (after["status"], after["suspect"], after["solo_deaths"]) == ("scheduled", False, 1)
+
+
+async def test_after_a_pinned_death_the_job_waits_before_its_next_run(conn: Conn) -> None:
+    queue, worker = await setup(conn)
+    lonely = await make_worker(conn, project_id=queue["project_id"], name="lonely")
+    expired = T0 - timedelta(seconds=1)
+    shared = [await make_held_job(conn, queue, worker, lock_expires_at=expired) for _ in range(2)]
+    alone = await make_held_job(conn, queue, lonely, lock_expires_at=expired)
+    result = await reap_expired_leases(conn, suspect_delay_s=10, now=T0)
+    assert result.requeued == 3
+    back = [await job(conn, j["id"]) for j in [*shared, alone]]
+    assert [(j["status"], j["suspect"], j["solo_deaths"]) for j in back] == [
+        ("queued", True, 0),
+        ("queued", True, 0),
+        ("scheduled", True, 1),
+    ]
+    assert back[2]["run_at"] == T0 + timedelta(seconds=10)

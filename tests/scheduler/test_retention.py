@@ -159,6 +159,8 @@ async def _claim_plan(conn: Conn, queue_id: int, worker_id: int) -> dict[str, An
         "n": 10,
         "lease_s": 30.0,
         "start": True,
+        "solo": False,
+        "limited": False,
         "now": None,
     }
     await conn.execute("BEGIN")
@@ -219,7 +221,7 @@ async def test_pruning_200k_done_jobs_leaves_the_claim_plan_unchanged(conn: Conn
     )
     prune_s = time.perf_counter() - started  # recorded in docs, never asserted
     assert result.jobs == 200_000
-    assert result.batches == 41 + 3  # 40 full batches and an empty one, then 1 per other table
+    assert result.batches == 41 + 5  # 40 full batches and an empty one, then 1 per other table
     # What autovacuum does after a large delete; retention relies on it, as any DELETE does.
     await conn.execute("VACUUM ANALYZE jobs")
     pruned = await _claim_plan(conn, queue["id"], worker["id"])
@@ -232,3 +234,148 @@ async def test_pruning_200k_done_jobs_leaves_the_claim_plan_unchanged(conn: Conn
     # Same pages touched, within a couple for index-root/page-split noise.
     assert pruned["buffers"] <= baseline["buffers"] + 3, (baseline, pruned)
     assert await count(conn, "jobs") == 21_000
+
+
+async def _worker_gone(
+    conn: Conn, project_id: int, name: str, status: str, stopped_days_ago: float | None
+) -> int:
+    stopped = None if stopped_days_ago is None else T0 - timedelta(days=stopped_days_ago)
+    row = await one(
+        conn,
+        """INSERT INTO workers (project_id, name, concurrency, status, started_at,
+                                last_heartbeat_at, stopped_at)
+           VALUES (%s, %s, 4, %s::worker_status, %s, %s, %s) RETURNING id""",
+        project_id,
+        name,
+        status,
+        T0 - timedelta(days=30),
+        stopped or T0,
+        stopped,
+    )
+    await conn.execute(
+        "INSERT INTO worker_heartbeats (worker_id, beat_at, in_flight, capacity)"
+        " VALUES (%s, %s, 0, 4)",
+        # Recent, so the heartbeat prune leaves it: only the worker's deletion removes it.
+        (row["id"], T0 - timedelta(hours=1)),
+    )
+    return int(row["id"])
+
+
+async def test_retention_deletes_long_gone_workers_that_hold_nothing(conn: Conn) -> None:
+    queue = await make_queue(conn)
+    p = queue["project_id"]
+    old_stopped = await _worker_gone(conn, p, "old-stopped", "stopped", 15)
+    old_dead = await _worker_gone(conn, p, "old-dead", "dead", 20)
+    holding = await _worker_gone(conn, p, "dead-holding", "dead", 20)
+    recent = await _worker_gone(conn, p, "recent", "stopped", 1)
+    active = await _worker_gone(conn, p, "active", "active", None)
+    # What the old dead worker ran stays, with its worker_id nulled; the job a dead worker
+    # still holds waits for the reaper, so that worker stays.
+    ran = await one(
+        conn,
+        """INSERT INTO jobs (project_id, queue_id, handler, status, worker_id, execution_seq,
+                             attempt, finished_at)
+           VALUES (%s, %s, 'noop', 'done', %s, 1, 1, %s) RETURNING id""",
+        p,
+        queue["id"],
+        old_dead,
+        T0 - timedelta(days=1),
+    )
+    await conn.execute(
+        """INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
+                                       started_at, finished_at)
+           VALUES (%s, 1, 1, %s, 'succeeded', %s, %s)""",
+        (ran["id"], old_dead, T0 - timedelta(days=1), T0 - timedelta(days=1)),
+    )
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, worker_id, execution_seq,
+                            attempt, lock_expires_at, claimed_at, started_at)
+           VALUES (%s, %s, 'noop', 'running', %s, 1, 1, %s, %s, %s)""",
+        (p, queue["id"], holding, T0, T0, T0),
+    )
+    result = await Retention(RetentionConfig(workers_age_s=14 * DAY)).run_once(conn, now=T0)
+    assert result.counts["workers"] == 2
+    left = await all_rows(conn, "SELECT id FROM workers ORDER BY id")
+    assert [r["id"] for r in left] == [holding, recent, active]
+    assert old_stopped not in [r["id"] for r in left]
+    assert await one(conn, "SELECT worker_id FROM jobs WHERE id = %s", ran["id"]) == {
+        "worker_id": None
+    }
+    assert await one(conn, "SELECT worker_id FROM job_executions WHERE job_id = %s", ran["id"]) == {
+        "worker_id": None
+    }
+    beats = await all_rows(conn, "SELECT worker_id FROM worker_heartbeats ORDER BY worker_id")
+    assert [r["worker_id"] for r in beats] == [holding, recent, active]
+
+
+async def test_retention_deletes_old_batches_none_of_whose_jobs_is_left(conn: Conn) -> None:
+    queue = await make_queue(conn)
+
+    async def batch(days_ago: float, jobs: int) -> int:
+        row = await one(
+            conn,
+            "INSERT INTO job_batches (project_id, queue_id, size, created_at)"
+            " VALUES (%s, %s, 1, %s) RETURNING id",
+            queue["project_id"],
+            queue["id"],
+            T0 - timedelta(days=days_ago),
+        )
+        for _ in range(jobs):
+            await conn.execute(
+                "INSERT INTO jobs (project_id, queue_id, handler, status, batch_id, finished_at)"
+                " VALUES (%s, %s, 'noop', 'done', %s, %s)",
+                (queue["project_id"], queue["id"], row["id"], T0 - timedelta(days=1)),
+            )
+        return int(row["id"])
+
+    emptied = await batch(10, 0)
+    with_a_job = await batch(10, 1)
+    recent = await batch(1, 0)
+    result = await Retention(RetentionConfig(batches_age_s=WEEK)).run_once(conn, now=T0)
+    assert result.counts["batches"] == 1
+    left = await all_rows(conn, "SELECT id FROM job_batches ORDER BY id")
+    assert [r["id"] for r in left] == [with_a_job, recent]
+    assert emptied not in [r["id"] for r in left]
+    # The job kept its batch.
+    assert await one(conn, "SELECT count(*) AS n FROM jobs WHERE batch_id = %s", with_a_job) == {
+        "n": 1
+    }
+
+
+async def test_the_prunes_find_a_workers_and_a_batchs_jobs_through_an_index(conn: Conn) -> None:
+    """What deleting a worker runs (workers_null_refs) and the batch prune's probe, on 20,000
+    jobs: index scans on jobs_worker_idx and jobs_batch_idx, not a scan of jobs."""
+    queue = await make_queue(conn)
+    worker = await make_worker(conn, project_id=queue["project_id"])
+    b = await one(
+        conn,
+        "INSERT INTO job_batches (project_id, queue_id, size) VALUES (%s, %s, 1) RETURNING id",
+        queue["project_id"],
+        queue["id"],
+    )
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, worker_id, batch_id,
+                             finished_at)
+           SELECT %s, %s, 'noop', 'done', CASE WHEN g = 1 THEN %s END,
+                  CASE WHEN g = 2 THEN %s::bigint END, now()
+           FROM generate_series(1, 20000) g""",
+        (queue["project_id"], queue["id"], worker["id"], b["id"]),
+    )
+    await conn.execute("ANALYZE jobs")
+
+    async def indexes(query: str, params: dict[str, Any]) -> set[str]:
+        cur = await conn.execute("EXPLAIN (FORMAT JSON) " + query, params)  # type: ignore[arg-type]
+        row = await cur.fetchone()
+        assert row is not None
+        plan = row["QUERY PLAN"]
+        plan = json.loads(plan) if isinstance(plan, str) else plan
+        return {n["Index Name"] for n in plan_nodes(plan[0]["Plan"]) if "Index Name" in n}
+
+    nulling = "UPDATE jobs SET worker_id = NULL WHERE worker_id = ANY (ARRAY[%(w)s::bigint])"
+    assert "jobs_worker_idx" in await indexes(nulling, {"w": worker["id"]})
+    params = {"batch": 5000, "age_s": WEEK, "now": None}
+    assert "jobs_batch_idx" in await indexes(sql("retention_delete_batches"), params)
+    # The worker prune's "holds no job" probe reads the small partial index of held jobs.
+    assert "jobs_held_idx" in await indexes(
+        sql("retention_delete_workers"), {**params, "batch": 100}
+    )

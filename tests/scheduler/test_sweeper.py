@@ -71,7 +71,12 @@ async def test_a_dead_workers_poison_pill_is_dead_lettered(conn: Conn) -> None:
         conn, queue["project_id"], last_heartbeat_at=T0 - timedelta(minutes=5)
     )
     held = await make_held_job(
-        conn, queue, silent, lock_expires_at=T0 - timedelta(minutes=4), lease_lost_count=2
+        conn,
+        queue,
+        silent,
+        lock_expires_at=T0 - timedelta(minutes=4),
+        lease_lost_count=2,
+        solo_deaths=2,
     )
     result = await sweep_dead_workers(conn, sweep_after_s=90, poison_threshold=3, now=T0)
     assert result.jobs.dead_lettered == 1

@@ -54,7 +54,9 @@ async def running_worker(
 
 
 @contextlib.asynccontextmanager
-async def maintenance_loop(url: str, interval_s: float = 0.2) -> AsyncIterator[None]:
+async def maintenance_loop(
+    url: str, interval_s: float = 0.2, *, poison_threshold: int = 3, suspect_delay_s: float = 0.0
+) -> AsyncIterator[None]:
     """Promote due retries and reap expired leases, like `jobyard scheduler` does."""
 
     async def loop() -> None:
@@ -62,7 +64,9 @@ async def maintenance_loop(url: str, interval_s: float = 0.2) -> AsyncIterator[N
         try:
             while True:
                 await maintenance.promote_due(conn)
-                await maintenance.reap_expired_leases(conn)
+                await maintenance.reap_expired_leases(
+                    conn, poison_threshold=poison_threshold, suspect_delay_s=suspect_delay_s
+                )
                 await asyncio.sleep(interval_s)
         finally:
             await conn.close()

@@ -247,8 +247,14 @@ async def test_a_stale_worker_cannot_complete_fail_or_log(db_url: str, conn: Con
         # Another worker claims both (new execution_seq) while the stale handlers still run.
         other = WorkerId((await make_worker(conn, project_id=project))["id"])
         (queue,) = await claim.queues_by_names(conn, project, ["default"])
-        taken = await claim.claim_batch(conn, queue, other, 10, lease_s=60)
+        # Reaped, both are suspects now: each is claimed alone (solo), one claim each.
+        taken = [
+            job
+            for _ in range(2)
+            for job in (await claim.claim(conn, queue, other, 10, lease_s=60, solo=True)).jobs
+        ]
         assert {j.id for j in taken} == {a.id, b.id}
+        assert all(j.suspect for j in taken)
         await transitions.start_many(conn, taken)
         go.set()
         await eventually(lambda: _settled(stale, 2))
@@ -511,3 +517,51 @@ async def test_debug_logging_of_a_failed_job_raises_nothing(db_url: str, conn: C
     finished = [r.msg for r in records if "job finished" in str(r.msg)]
     assert any(f.get("job_id") == job.id for f in finished if isinstance(f, dict)), finished
     assert [str(c.get("exception")) for c in loop_errors] == []
+
+
+async def test_a_suspect_runs_alone_while_other_work_flows_around_it(
+    db_url: str, conn: Conn
+) -> None:
+    """A suspect (its last run died with its worker) is claimed only by a worker that holds
+    nothing: a busy worker finishes what it holds first, then runs the suspect, and claims
+    nothing else (even work enqueued meanwhile) until the suspect's run ends."""
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task
+    async def work(ctx: JobContext, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    total = 1
+    async with running_worker(db_url, app, concurrency=4):
+        before = [(await work.defer(seconds=0.3)).id for _ in range(12)]
+        # A suspect appears while the worker is busy (held back until it is marked).
+        suspect = (await work.defer(seconds=1.0, delay=3600)).id
+        await conn.execute(
+            "UPDATE jobs SET suspect = true, status = 'queued', run_at = now() WHERE id = %s",
+            (suspect,),
+        )
+        await conn.execute("SELECT pg_notify('jobyard_jobs', queue_id::text) FROM jobs LIMIT 1")
+        await eventually(lambda: _is(conn, suspect, "running"), timeout=30)
+        during = [(await work.defer(seconds=0.05)).id for _ in range(12)]
+        total += len(before) + len(during)
+        await eventually(lambda: _all_done(conn, total), timeout=60)
+    runs = await rows(
+        conn,
+        "SELECT job_id, started_at, finished_at FROM job_executions WHERE outcome = 'succeeded'",
+    )
+    (alone,) = [r for r in runs if r["job_id"] == suspect]
+    overlapping = [
+        r["job_id"]
+        for r in runs
+        if r["job_id"] != suspect
+        and r["started_at"] < alone["finished_at"]
+        and r["finished_at"] > alone["started_at"]
+    ]
+    assert overlapping == []
+    assert (await rows(conn, "SELECT suspect FROM jobs WHERE id = %s", suspect)) == [
+        {"suspect": False}
+    ]
+
+
+async def _all_done(conn: Conn, n: int) -> bool:
+    return bool(await scalar(conn, "SELECT count(*) = %s FROM jobs WHERE status = 'done'", n))

@@ -7,13 +7,24 @@ claimers pass over each other's rows instead of waiting or double-claiming.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, QueueRef
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one claim statement gave: the jobs, and whether a suspect waits for a worker that
+    holds nothing (only reported to a claim made without `solo`)."""
+
+    jobs: list[ClaimedJob]
+    suspect_waiting: bool = False
 
 
 async def claim_batch(
@@ -30,22 +41,44 @@ async def claim_batch(
 
     With start=True the jobs are also started (claimed → running) in the same statement: what
     a worker does, since it claims only as many jobs as it has free slots. Without it they stay
-    `claimed` until `transitions.start_many`.
+    `claimed` until `transitions.start_many`. Suspects are never taken here (see `claim`).
+    """
+    return (await claim(conn, queue, worker_id, n, lease_s=lease_s, start=start, now=now)).jobs
+
+
+async def claim(
+    conn: Conn,
+    queue: QueueRef,
+    worker_id: WorkerId,
+    n: int,
+    *,
+    lease_s: float,
+    start: bool = False,
+    solo: bool = False,
+    now: datetime | None = None,
+) -> Claim:
+    """claim_batch for a worker. `solo` says the worker holds nothing (and will claim nothing
+    else while a suspect runs): then the claim takes one suspect, alone, if the queue has one,
+    and otherwise up to n jobs as usual.
+
+    `queue` may be stale (workers cache settings): the statement re-reads pause and limit, and
+    a limit the cache did not know about makes it claim nothing until re-read under the lock.
     """
     if n <= 0:
-        return []
+        return Claim([])
     params = {
         "queue_id": queue.id,
         "worker_id": worker_id,
         "n": n,
         "lease_s": lease_s,
         "start": start,
+        "solo": solo,
+        "limited": queue.max_concurrency is not None,
         "now": sql_now(now),
     }
     if queue.max_concurrency is None:
         # No limit: no queue lock, claims on this queue stay fully parallel.
-        rows = await run.all_rows(conn, "job_claim_batch", params)
-        return [ClaimedJob.from_row(r) for r in rows]
+        return _parse(await run.all_rows(conn, "job_claim_batch", params))
     async with conn.transaction():
         # Lock first, count in the next statement: in READ COMMITTED a statement's snapshot is
         # taken when it starts, so a count in the locking statement could miss claims committed
@@ -54,9 +87,16 @@ async def claim_batch(
         room_row = await run.one(conn, "job_claim_room", params)
         room = int(room_row["room"]) if room_row else 0
         if room <= 0:
-            return []
+            return Claim([])
         rows = await run.all_rows(conn, "job_claim_batch", {**params, "n": room})
-    return [ClaimedJob.from_row(r) for r in rows]
+    return _parse(rows)
+
+
+def _parse(rows: list[dict[str, Any]]) -> Claim:
+    # The statement's last row, all NULLs, is the "a suspect waits" flag, not a job.
+    if rows and rows[-1]["suspect_waiting"]:
+        return Claim([ClaimedJob.from_row(r) for r in rows[:-1]], suspect_waiting=True)
+    return Claim([ClaimedJob.from_row(r) for r in rows])
 
 
 async def queues_by_names(conn: Conn, project_id: ProjectId, names: list[str]) -> list[QueueRef]:

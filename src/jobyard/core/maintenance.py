@@ -74,6 +74,8 @@ class RetentionResult:
     heartbeats: int = 0
     refresh_tokens: int = 0
     rate_limits: int = 0
+    workers: int = 0
+    batches_deleted: int = 0
     batches: int = 0
     # The per-pass cap stopped the pass with rows still due for deletion.
     more: bool = False
@@ -104,6 +106,7 @@ async def _reap(
     grace_s: float,
     worker_ids: Sequence[int],
     poison_threshold: int,
+    suspect_delay_s: float = 0.0,
     now: datetime | None,
 ) -> ReapResult:
     rows = await run.all_rows(
@@ -114,10 +117,12 @@ async def _reap(
             "grace_s": float(grace_s),
             "worker_ids": list(worker_ids),
             "poison_threshold": poison_threshold,
+            "suspect_delay_s": float(suspect_delay_s),
             "now": sql_now(now),
         },
     )
-    requeued = [r for r in rows if r["status"] == "queued"]
+    # A job whose death was pinned on it comes back `scheduled` (suspect_delay_s later).
+    requeued = [r for r in rows if r["status"] in ("queued", "scheduled")]
     lettered = [r for r in rows if r["status"] == "dead_letter"]
     for r in lettered:
         log.warning("poison pill dead-lettered", job_id=r["job_id"], queue_id=r["queue_id"])
@@ -136,9 +141,14 @@ async def reap_expired_leases(
     batch: int = 500,
     grace_s: float = 0.0,
     poison_threshold: int = DEFAULT_POISON_THRESHOLD,
+    suspect_delay_s: float = 0.0,
     now: datetime | None = None,
 ) -> ReapResult:
     """One batch: take back held jobs whose lease expired more than `grace_s` ago.
+
+    A death counts toward `poison_threshold` only when the worker held that job alone (its
+    `solo_deaths`); every job taken back becomes a suspect, which the claim runs alone. A job
+    whose death was pinned on it returns `suspect_delay_s` later (scheduled), if that is > 0.
 
     Each is requeued with its attempt refunded and its execution closed as `lease_lost`
     (not charged), or — when this is its `poison_threshold`-th lost lease — dead-lettered
@@ -151,6 +161,7 @@ async def reap_expired_leases(
         grace_s=grace_s,
         worker_ids=(),
         poison_threshold=poison_threshold,
+        suspect_delay_s=suspect_delay_s,
         now=now,
     )
 
@@ -225,6 +236,9 @@ async def prune_retention(
     max_batches: int = 100,
     refresh_tokens_age_s: float = 0.0,
     rate_limits_age_s: float = 86400.0,
+    workers_age_s: float = 14 * 86400.0,
+    batches_age_s: float = 7 * 86400.0,
+    workers_batch: int = 100,
     now: datetime | None = None,
 ) -> RetentionResult:
     """Delete old rows in bounded batches (never one huge DELETE), at most `max_batches`
@@ -234,25 +248,31 @@ async def prune_retention(
     their executions and logs with them (ON DELETE CASCADE). `dead_letter_jobs` rows are never
     deleted here — only by a user; their `job_id` is nulled. Heartbeats older than
     `heartbeats_age_s`, refresh tokens expired more than `refresh_tokens_age_s` ago, and
-    rate-limit windows older than `rate_limits_age_s` go too.
+    rate-limit windows older than `rate_limits_age_s` go too; so do workers stopped or dead
+    for `workers_age_s` that hold no job (`workers_batch` a statement: each nulls the
+    worker_id of what it ran), and job batches older than `batches_age_s` none of whose jobs
+    is left (`batches_deleted`).
     """
+    # Jobs first: the batches and workers that only they kept go in the same pass.
     plan = (
-        ("jobs", "retention_delete_jobs", jobs_age_s),
-        ("heartbeats", "retention_delete_heartbeats", heartbeats_age_s),
-        ("refresh_tokens", "retention_delete_refresh_tokens", refresh_tokens_age_s),
-        ("rate_limits", "retention_delete_rate_limits", rate_limits_age_s),
+        ("jobs", "retention_delete_jobs", jobs_age_s, batch),
+        ("heartbeats", "retention_delete_heartbeats", heartbeats_age_s, batch),
+        ("refresh_tokens", "retention_delete_refresh_tokens", refresh_tokens_age_s, batch),
+        ("rate_limits", "retention_delete_rate_limits", rate_limits_age_s, batch),
+        ("batches_deleted", "retention_delete_batches", batches_age_s, batch),
+        ("workers", "retention_delete_workers", workers_age_s, min(batch, workers_batch)),
     )
-    deleted = dict.fromkeys((name for name, _, _ in plan), 0)
+    deleted = dict.fromkeys((name for name, _, _, _ in plan), 0)
     batches = 0
-    for name, query, age_s in plan:
+    for name, query, age_s, size in plan:
         while True:
             if batches >= max_batches:
                 return RetentionResult(**deleted, batches=batches, more=True)
             n = await run.execute(
-                conn, query, {"batch": batch, "age_s": float(age_s), "now": sql_now(now)}
+                conn, query, {"batch": size, "age_s": float(age_s), "now": sql_now(now)}
             )
             batches += 1
             deleted[name] += n
-            if n < batch:
+            if n < size:
                 break
     return RetentionResult(**deleted, batches=batches, more=False)

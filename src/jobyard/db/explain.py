@@ -52,6 +52,8 @@ DEFAULT_CLAIM_PARAMS: dict[str, Any] = {
     "n": 10,
     "lease_s": 30.0,
     "start": True,
+    "solo": False,
+    "limited": False,
     "now": None,
 }
 FIXTURES = (
@@ -482,7 +484,8 @@ def claim_text(config: ClaimConfig) -> str:
         return text
     if _ORDER_BY.search(text) is None:
         raise ExplainError(f"{CLAIM_QUERY} has no ORDER BY line to replace for {config.key!r}")
-    return _ORDER_BY.sub(config.order_by, text, count=1)
+    # Every ORDER BY of the claim (suspects and the rest share one order).
+    return _ORDER_BY.sub(config.order_by, text)
 
 
 def measure_claim(

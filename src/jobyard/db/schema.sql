@@ -458,6 +458,14 @@ BEGIN
     RETURN NULL;
 END $$;
 
+CREATE FUNCTION public.queues_notify_settings() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    PERFORM pg_notify('jobyard_queues', NEW.id::text);
+    RETURN NULL;
+END $$;
+
 CREATE FUNCTION public.workers_lock_for_key(ids bigint[]) RETURNS bigint
     LANGUAGE plpgsql
     AS $$
@@ -696,6 +704,8 @@ CREATE TABLE public.jobs (
     result jsonb,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    suspect boolean DEFAULT false NOT NULL,
+    solo_deaths integer DEFAULT 0 NOT NULL,
     progress real,
     progress_message text,
     progress_at timestamp with time zone,
@@ -716,6 +726,7 @@ CREATE TABLE public.jobs (
     CONSTRAINT jobs_progress_range CHECK (((progress >= (0)::double precision) AND (progress <= (1)::double precision))),
     CONSTRAINT jobs_result_size CHECK (((result IS NULL) OR (octet_length((result)::text) <= 65536))),
     CONSTRAINT jobs_retry_override_check CHECK (((retry_override IS NULL) OR (jsonb_typeof(retry_override) = 'object'::text))),
+    CONSTRAINT jobs_solo_deaths_check CHECK ((solo_deaths >= 0)),
     CONSTRAINT jobs_timeout_ms_check CHECK (((timeout_ms IS NULL) OR ((timeout_ms >= 1) AND (timeout_ms <= 86400000))))
 );
 
@@ -1068,6 +1079,8 @@ CREATE INDEX job_executions_worker_idx ON public.job_executions USING btree (wor
 
 CREATE INDEX job_logs_job_idx ON public.job_logs USING btree (job_id, id);
 
+CREATE INDEX jobs_batch_idx ON public.jobs USING btree (batch_id) WHERE (batch_id IS NOT NULL);
+
 CREATE INDEX jobs_claim_idx ON public.jobs USING btree (queue_id, priority DESC, run_at, id) WHERE (status = 'queued'::public.job_status);
 
 CREATE INDEX jobs_fingerprint_idx ON public.jobs USING btree (project_id, error_fingerprint, id DESC) WHERE (error_fingerprint IS NOT NULL);
@@ -1086,6 +1099,10 @@ CREATE INDEX jobs_schedule_idx ON public.jobs USING btree (schedule_id, id DESC)
 
 CREATE INDEX jobs_scheduled_idx ON public.jobs USING btree (run_at) WHERE (status = 'scheduled'::public.job_status);
 
+CREATE INDEX jobs_suspect_idx ON public.jobs USING btree (queue_id, priority DESC, run_at, id) WHERE ((status = 'queued'::public.job_status) AND suspect);
+
+CREATE INDEX jobs_worker_idx ON public.jobs USING btree (worker_id) WHERE (worker_id IS NOT NULL);
+
 CREATE INDEX organization_members_user_idx ON public.organization_members USING btree (user_id);
 
 CREATE INDEX rate_limit_counters_window_idx ON public.rate_limit_counters USING btree (window_start);
@@ -1101,6 +1118,8 @@ CREATE INDEX scheduled_jobs_queue_idx ON public.scheduled_jobs USING btree (queu
 CREATE INDEX worker_heartbeats_beat_idx ON public.worker_heartbeats USING btree (beat_at);
 
 CREATE INDEX worker_heartbeats_worker_idx ON public.worker_heartbeats USING btree (worker_id, beat_at DESC);
+
+CREATE INDEX workers_gone_idx ON public.workers USING btree (stopped_at) WHERE (status = ANY (ARRAY['stopped'::public.worker_status, 'dead'::public.worker_status]));
 
 CREATE INDEX workers_live_heartbeat_idx ON public.workers USING btree (last_heartbeat_at) WHERE (status = ANY (ARRAY['active'::public.worker_status, 'draining'::public.worker_status]));
 
@@ -1135,6 +1154,8 @@ CREATE TRIGGER jobs_worker_ref_upd AFTER UPDATE ON public.jobs REFERENCING NEW T
 CREATE TRIGGER queues_delete_jobs AFTER DELETE ON public.queues REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.queues_delete_jobs();
 
 CREATE TRIGGER queues_keep_key BEFORE UPDATE OF id, project_id ON public.queues FOR EACH ROW WHEN (((new.id IS DISTINCT FROM old.id) OR (new.project_id IS DISTINCT FROM old.project_id))) EXECUTE FUNCTION public.keep_referenced_key('jobs_queue_fkey');
+
+CREATE TRIGGER queues_settings_notify AFTER UPDATE OF is_paused, max_concurrency, priority ON public.queues FOR EACH ROW WHEN (((old.is_paused IS DISTINCT FROM new.is_paused) OR (old.max_concurrency IS DISTINCT FROM new.max_concurrency) OR (old.priority IS DISTINCT FROM new.priority))) EXECUTE FUNCTION public.queues_notify_settings();
 
 CREATE TRIGGER queues_truncate_jobs AFTER TRUNCATE ON public.queues FOR EACH STATEMENT EXECUTE FUNCTION public.queues_delete_jobs();
 

@@ -8,6 +8,7 @@ stale one.
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 from importlib import resources
 from pathlib import Path
@@ -20,13 +21,29 @@ from jobyard.db.urls import with_database
 
 TEST_PGDATA = Path(".jobyard") / "test-pgdata"
 CLONE_PREFIX = "jy_t_"
+# Where the embedded test server keeps its data (tests of the harness point it elsewhere).
+PGDATA_ENV = "JOBYARD_TEST_PGDATA"
+
+
+def test_pgdata() -> Path:
+    return Path(os.environ.get(PGDATA_ENV) or TEST_PGDATA)
 
 
 def server_url(explicit: str | None) -> str:
     """An explicit server (JOBYARD_TEST_DATABASE_URL) or the embedded test server."""
     if explicit:
         return explicit
-    return embedded.start(TEST_PGDATA, fast_unsafe=True)
+    return embedded.start(test_pgdata(), fast_unsafe=True)
+
+
+def embedded_running() -> bool:
+    """Whether the embedded test server is up (what a test session notes when it starts)."""
+    return embedded.status(test_pgdata()).running
+
+
+def stop_embedded() -> bool:
+    """Stop the embedded test server; False if it was not running."""
+    return embedded.stop(test_pgdata())
 
 
 def _migrations_digest() -> str:

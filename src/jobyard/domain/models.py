@@ -28,6 +28,8 @@ class ClaimedJob(NamedTuple):
     timeout_ms: int | None
     lock_expires_at: datetime
     worker_id: WorkerId
+    # Claimed as a suspect (its last run died with its worker): it runs alone.
+    suspect: bool = False
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ClaimedJob:
@@ -44,6 +46,7 @@ class ClaimedJob(NamedTuple):
             timeout_ms=row["timeout_ms"],
             lock_expires_at=row["lock_expires_at"],
             worker_id=WorkerId(row["worker_id"]),
+            suspect=bool(row.get("suspect", False)),
         )
 
 

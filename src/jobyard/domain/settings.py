@@ -65,6 +65,7 @@ class Settings(BaseSettings):
     poll_interval_s: float = Field(default=1.0, gt=0, le=60)
     drain_grace_s: float = Field(default=30.0, ge=0, le=3600)
     poison_pill_threshold: int = Field(default=3, ge=1, le=100)
+    poison_pill_delay_s: float = Field(default=10.0, ge=0, le=86_400)
 
     # Scheduler loop intervals (seconds).
     promoter_interval_s: float = Field(default=1.0, gt=0)
@@ -76,6 +77,8 @@ class Settings(BaseSettings):
     retention_interval_s: float = Field(default=3600.0, gt=0)
     retention_jobs_s: float = Field(default=7 * 86400.0, gt=0)
     retention_heartbeats_s: float = Field(default=86400.0, gt=0)
+    retention_workers_s: float = Field(default=14 * 86400.0, gt=0)
+    retention_batches_s: float = Field(default=7 * 86400.0, gt=0)
     retention_batch: int = Field(default=5000, ge=1, le=100_000)
 
     @classmethod

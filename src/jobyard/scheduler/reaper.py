@@ -29,6 +29,9 @@ class ReaperConfig(Config):
     batch: int = 500
     lease_s: float = 30.0
     poison_threshold: int = 3
+    # After a death pinned on a job (its worker ran it alone), it waits this long before its
+    # next run, so a crash loop leaves the workers time for other work (docs/WORKER.md).
+    suspect_delay_s: float = 10.0
     # Extra slack on every expiry; 0 because only the database clock is compared with itself.
     grace_s: float = 0.0
 
@@ -36,6 +39,7 @@ class ReaperConfig(Config):
         super().__post_init__()
         check_number("lease_s", self.lease_s, 0, 86_400, lo_open=True)
         check_int("poison_threshold", self.poison_threshold, 1, 100)
+        check_number("suspect_delay_s", self.suspect_delay_s, 0, 86_400, lo_open=False)
         check_number("grace_s", self.grace_s, 0, 86_400, lo_open=False)
 
 
@@ -63,6 +67,7 @@ class Reaper(LoopService):
                 batch=self.config.batch,
                 grace_s=self.config.grace_s,
                 poison_threshold=self.config.poison_threshold,
+                suspect_delay_s=self.config.suspect_delay_s,
                 now=now,
             )
             requeued += result.requeued

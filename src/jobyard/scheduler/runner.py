@@ -48,6 +48,7 @@ def build_services(settings: Settings) -> list[LoopService]:
                 interval_s=settings.reaper_interval_s,
                 lease_s=settings.lease_s,
                 poison_threshold=settings.poison_pill_threshold,
+                suspect_delay_s=settings.poison_pill_delay_s,
             )
         ),
         Sweeper(
@@ -64,6 +65,8 @@ def build_services(settings: Settings) -> list[LoopService]:
                 batch=settings.retention_batch,
                 jobs_age_s=settings.retention_jobs_s,
                 heartbeats_age_s=settings.retention_heartbeats_s,
+                workers_age_s=settings.retention_workers_s,
+                batches_age_s=settings.retention_batches_s,
             )
         ),
     ]

@@ -49,10 +49,19 @@ from jobyard.worker.running import Running, StopReason
 
 JOBS_CHANNEL: Final = "jobyard_jobs"
 CANCEL_CHANNEL: Final = "jobyard_cancel"
+QUEUES_CHANNEL: Final = "jobyard_queues"
 # How long a stopped handler gets to unwind before the runtime stops waiting for it.
 CANCEL_WAIT_S: Final = 2.0
 # Marking the worker stopped is a courtesy (the sweep would mark it dead); do not hang on it.
 STOP_RETRY_S: Final = 15.0
+# After SIGTERM the worker exits within drain_grace_s + EXIT_MARGIN_S whatever the database
+# does: handlers get the grace, then CANCEL_WAIT_S to unwind, then what is left of the margin
+# to record their release. What cannot be recorded by then (database down) is left to the
+# reaper, as after a crash.
+EXIT_MARGIN_S: Final = CANCEL_WAIT_S + 1.0
+# A claim round in flight when the drain starts gets this long to finish (it answers in
+# milliseconds when the database is up) before it is cancelled.
+CLAIM_ROUND_WAIT_S: Final = 1.0
 # Allocations (minus frees) between young-generation collections; Python's default is 700.
 GC_THRESHOLD_YOUNG: Final = 20_000
 
@@ -120,12 +129,24 @@ class Worker:
         self._queues_read_at = -1e9
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
+        # monotonic() by which a drain must have ended (set by request_drain).
+        self._exit_by: float | None = None
         self._saturated = False
         # Runs whose handler succeeded and whose completion waits in the completer. They hold
         # no handler slot, so the next claim overlaps their completion statement instead of
         # waiting a round trip for it. At most `concurrency` such runs are held on top of the
         # running handlers, so a slow database still throttles claiming.
         self._recording = 0
+        # Poison-pill attribution (docs/WORKER.md): a suspect runs alone. While one runs, this
+        # worker claims nothing; once a claim reports a suspect waiting, it stops claiming until
+        # it holds nothing, then claims with `solo`.
+        self._suspect_run: tuple[JobId, int] | None = None
+        self._make_room = False
+        # A worker earns a suspect run with `concurrency` other runs first (or by finding
+        # nothing else to claim): a pill that kills every worker it meets then still leaves
+        # each (restarted) worker some other work, instead of taking it first at every start.
+        self._earned = 0
+        self._starved = False
         self._pool: Pool | None = None
         self._completer: Completer | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -155,8 +176,14 @@ class Worker:
 
     def request_drain(self) -> None:
         """Stop claiming and drain (what the first SIGTERM/SIGINT does)."""
+        if self._exit_by is None:
+            self._exit_by = monotonic() + self.config.drain_grace_s + EXIT_MARGIN_S
         self._drain_requested.set()
         self._wake.set()
+
+    def _time_left(self) -> float | None:
+        """Seconds until the drain must end (None while not draining)."""
+        return None if self._exit_by is None else max(0.0, self._exit_by - monotonic())
 
     @property
     def _debug(self) -> bool:
@@ -194,17 +221,27 @@ class Worker:
                 handlers=self.registry.names(),
             )
             self.ready.set()
-            await self._claim_loop()
+            await self._claim_until_drained()
             await self._drain()
             # Heartbeats stop first: one landing after worker_stop would read as "declared dead".
             await self._stop_background()
-            await self._with_retry("stop", self._stop_row, give_up_after_s=STOP_RETRY_S)
+            left = self._time_left()
+            await self._with_retry(
+                "stop", self._stop_row, give_up_after_s=STOP_RETRY_S if left is None else left
+            )
             log.info("worker stopped", worker_id=self.worker_id, outcomes=self.outcomes)
             return 0
         finally:
             await self._stop_background()
-            await self._pool.close()
+            # Closing waits for the pool's own tasks; never past the drain's end.
+            left = self._time_left()
+            await self._pool.close(timeout=5.0 if left is None else max(0.1, min(5.0, left)))
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def unrecorded(self) -> int:
+        """Runs still held when the drain ended (their release could not be recorded)."""
+        return len(self.running)
 
     async def _stop_background(self) -> None:
         for task in self._background:
@@ -245,20 +282,42 @@ class Worker:
     ) -> None:
         assert self._pool is not None
         backoff = Backoff(what)
-        started = monotonic()
+        give_up_at = None if give_up_after_s is None else monotonic() + give_up_after_s
         while True:
             try:
-                async with self._pool.connection() as conn:
+                # Waiting for a pool connection is bounded too: while the database is down the
+                # pool would otherwise wait its default 30 s per attempt.
+                timeout = None if give_up_at is None else max(0.1, give_up_at - monotonic())
+                async with self._pool.connection(timeout=timeout) as conn:
                     await op(conn)
                 backoff.reset()
                 return
-            except RETRYABLE as exc:
-                if give_up_after_s is not None and monotonic() - started > give_up_after_s:
+            except RETRYABLE as exc:  # PoolTimeout is an OperationalError
+                if give_up_at is not None and monotonic() + backoff.delay_s > give_up_at:
                     log.warning(f"{what} not recorded: database unavailable; giving up")
                     return
                 await backoff.wait(exc)
 
     # ------------------------------------------------------------------ claim
+
+    async def _claim_until_drained(self) -> None:
+        """The claim loop, cut short by a drain: a round stuck on an unreachable database (a
+        pool connection wait, a backoff) must not delay the drain (it once took 33 s)."""
+        loop_task = asyncio.create_task(self._claim_loop())
+        drain = asyncio.create_task(self._drain_requested.wait())
+        try:
+            await asyncio.wait({loop_task, drain}, return_when=asyncio.FIRST_COMPLETED)
+            if not loop_task.done():
+                await asyncio.wait({loop_task}, timeout=CLAIM_ROUND_WAIT_S)
+            if not loop_task.done():
+                # A claim cut off mid-statement may have committed: its jobs are held by this
+                # worker in the database only, and the reaper gives them back after the lease.
+                log.warning("claim round cancelled: the database did not answer in time")
+                loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+        finally:
+            drain.cancel()
 
     async def _claim_loop(self) -> None:
         backoff = Backoff("claim")
@@ -282,6 +341,8 @@ class Worker:
         return len(self.running) > self._recording
 
     def _free_slots(self) -> int:
+        if self._suspect_run is not None or (self._make_room and self.running):
+            return 0
         # Handler slots free, and at most `concurrency` more runs held awaiting their record.
         working = len(self.running) - self._recording
         return min(
@@ -299,22 +360,49 @@ class Worker:
         if free <= 0:
             self._saturated = True
             return
+        # Holding nothing (not even an abandoned handler), this worker may take a suspect.
+        may_run_suspect = self._earned >= self.config.concurrency or self._starved
+        solo = may_run_suspect and not self.running and not self.abandoned
         async with self._pool.connection() as conn:
             if monotonic() - self._queues_read_at > self.config.queue_refresh_s:
                 await self._read_queues(conn)
             for queue in self.queue_refs:
                 if free <= 0 or self._drain_requested.is_set():
                     break
-                if queue.is_paused:
-                    continue
+                # Paused queues are not skipped from the cache: the claim statement reads the
+                # pause (and the limit) itself, so a change holds from the next claim on.
                 # Claim and start in one statement (queued → claimed → running): one round
                 # trip and one commit, and a dropped connection leaves the jobs queued.
-                jobs = await claim.claim_batch(
-                    conn, queue, self.worker_id, free, lease_s=self.config.lease_s, start=True
+                got = await claim.claim(
+                    conn,
+                    queue,
+                    self.worker_id,
+                    free,
+                    lease_s=self.config.lease_s,
+                    start=True,
+                    solo=solo,
                 )
-                for job in jobs:
+                for job in got.jobs:
                     self._dispatch(job, queue.name)
-                free -= len(jobs)
+                    if job.suspect:
+                        self._suspect_run = (job.id, job.execution_seq)
+                        self._earned = 0
+                        self._starved = False
+                free -= len(got.jobs)
+                if self._suspect_run is not None:
+                    free = 0
+                elif got.suspect_waiting and may_run_suspect:
+                    # Finish what we hold, then claim with solo (a suspect runs alone).
+                    self._make_room = True
+                    free = 0
+                elif got.suspect_waiting and not got.jobs:
+                    # Only suspects left to claim here: take one once idle.
+                    self._starved = True
+                if got.jobs:
+                    solo = False
+        if solo:
+            # A claim with solo took the suspect, or found none left: room made.
+            self._make_room = False
         self._saturated = free <= 0
 
     # ------------------------------------------------------------------ execute
@@ -492,6 +580,10 @@ class Worker:
     def _finish(self, r: Running, outcome: str, *, in_job_context: bool = False) -> None:
         """The run's outcome is recorded (or nothing is to be): forget it. `in_job_context`:
         called from a task running in `r.context` (a Context cannot be entered twice)."""
+        if r.key == self._suspect_run:
+            self._suspect_run = None
+        elif not r.job.suspect:
+            self._earned += 1
         if self.running.pop(r.key, None) is not None:
             left = self._runs_per_job.pop(r.job.id) - 1
             if left:
@@ -728,6 +820,7 @@ class Worker:
                 )
                 await run.execute(conn, "read_listen_jobs")
                 await run.execute(conn, "read_listen_cancel")
+                await run.execute(conn, "read_listen_queues")
                 self.listening.set()
                 backoff.reset()
                 # Anything enqueued while we were not listening is found by this claim.
@@ -747,6 +840,11 @@ class Worker:
         if channel == JOBS_CHANNEL:
             if payload.isdigit() and QueueId(int(payload)) in self._queue_ids:
                 self._wake.set()
+        elif channel == QUEUES_CHANNEL:
+            if payload.isdigit() and QueueId(int(payload)) in self._queue_ids:
+                # Pause, resume or a new limit: re-read the settings before the next claim.
+                self._queues_read_at = -1e9
+                self._wake.set()
         elif channel == CANCEL_CHANNEL:
             job_part, _, worker_part = payload.partition(":")
             if job_part.isdigit() and worker_part == str(self.worker_id):
@@ -762,7 +860,14 @@ class Worker:
             log.info("grace period over; releasing unfinished jobs", count=len(self.running))
             for r in list(self.running.values()):
                 self._request_stop(r, StopReason.DRAIN)
-            await self._idle.wait()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout=self._time_left())
+            except TimeoutError:
+                # The releases could not be recorded (database down): leave them to the reaper.
+                log.warning(
+                    "drain time over; jobs left to the reaper (their release was not recorded)",
+                    count=len(self.running),
+                )
 
 
 def _consume(task: asyncio.Task[Any]) -> None:
@@ -814,10 +919,14 @@ def run_worker(config: WorkerConfig, registry: Registry) -> int:
         code = loop.run_until_complete(worker.run())
     finally:
         drain.uninstall()
-    if worker.abandoned:
-        # A handler ignored cancellation; its job is already released. Waiting for it would
-        # turn a clean drain into a hang, so leave without joining it.
-        log.warning("exiting with handlers still running", count=worker.abandoned)
+    if worker.abandoned or worker.unrecorded:
+        # A handler ignored cancellation (its job is already released), or a release is still
+        # retrying against a database that is down. Waiting would turn a drain into a hang.
+        log.warning(
+            "exiting with work unfinished",
+            handlers=worker.abandoned,
+            unrecorded=worker.unrecorded,
+        )
         _flush_and_exit(code)
     loop.run_until_complete(loop.shutdown_asyncgens())
     loop.close()

@@ -153,15 +153,40 @@ SELECT * FROM jobs WHERE id = %(job_id)s AND project_id = %(project_id)s
 -- (worker_id, execution_seq, attempt, claimed_at/started_at, lease); its job_executions row is
 -- written once, by the statement that ends the run (docs/DATABASE.md).
 -- With start, they go on to running in the same statement (a worker claims only what it runs).
--- explain: {"n": 10, "lease_s": 30.0, "start": true}
-WITH picked AS MATERIALIZED (
+-- Suspects (jobs whose last run died with its worker) are claimed only with solo (the worker
+-- holds nothing), one at a time and instead of anything else, so a death during that run can
+-- be pinned on it. A claim without solo says so in a last row of NULLs (suspect_waiting) when
+-- a suspect waits, so the busy worker can finish what it holds and make room (docs/WORKER.md).
+-- Stamps use statement_timestamp(): under the queue lock this runs inside a transaction, whose
+-- now() is when it began, before any wait for the lock.
+-- explain: {"n": 10, "lease_s": 30.0, "start": true, "solo": false, "limited": false}
+WITH queue AS MATERIALIZED (
+    -- Read here, not from the worker's cache, so a pause or a new limit holds from the next
+    -- claim on: a queue with max_concurrency is claimed only under its lock (limited).
+    SELECT q.id FROM queues q
+    WHERE q.id = %(queue_id)s AND NOT q.is_paused
+      AND (q.max_concurrency IS NULL OR %(limited)s)
+), suspect AS MATERIALIZED (
+    -- jobs_suspect_idx: holds only queued suspects, so this costs nothing when there are none.
+    -- LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the Limit
+    -- node then reads no row at all.
+    SELECT j.id
+    FROM jobs j
+    WHERE j.queue_id = %(queue_id)s AND j.status = 'queued' AND j.suspect
+      AND EXISTS (SELECT 1 FROM queue)
+    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
+    FOR UPDATE OF j SKIP LOCKED
+    LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
+), picked AS MATERIALIZED (
     -- The partial claim index supplies this order, so LIMIT stops after n rows;
     -- MATERIALIZED keeps the planner from re-running the limited subquery.
     SELECT j.id
     FROM jobs j
     WHERE j.queue_id = %(queue_id)s
       AND j.status = 'queued'
-      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.id = %(queue_id)s AND q.is_paused)
+      AND NOT j.suspect
+      AND EXISTS (SELECT 1 FROM queue)
+      AND NOT EXISTS (SELECT 1 FROM suspect)
     ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
     FOR UPDATE OF j SKIP LOCKED
     LIMIT %(n)s
@@ -173,18 +198,28 @@ WITH picked AS MATERIALIZED (
     UPDATE jobs j
     SET status = CASE WHEN %(start)s THEN 'running'::job_status ELSE 'claimed'::job_status END,
         worker_id = %(worker_id)s,
-        claimed_at = coalesce(%(now)s, now()),
-        started_at = CASE WHEN %(start)s THEN coalesce(%(now)s, now()) END,
-        lock_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_s)s),
+        claimed_at = coalesce(%(now)s, statement_timestamp()),
+        started_at = CASE WHEN %(start)s THEN coalesce(%(now)s, statement_timestamp()) END,
+        lock_expires_at = coalesce(%(now)s, statement_timestamp())
+                          + make_interval(secs => %(lease_s)s),
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
-        updated_at = coalesce(%(now)s, now())
+        updated_at = coalesce(%(now)s, statement_timestamp())
     -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
-              j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id
+              j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
+              j.suspect
 )
-SELECT * FROM claimed
+SELECT claimed.*, false AS suspect_waiting FROM claimed
+UNION ALL
+-- One row of NULLs (typed by the outer join) flags a suspect waiting for a worker that holds
+-- nothing; jobs_suspect_idx answers it without touching the queue's other jobs.
+SELECT c.*, true AS suspect_waiting
+FROM (SELECT) AS one LEFT JOIN claimed c ON false
+WHERE NOT %(solo)s
+  AND EXISTS (SELECT 1 FROM jobs s
+              WHERE s.queue_id = %(queue_id)s AND s.status = 'queued' AND s.suspect)
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
@@ -196,10 +231,11 @@ FOR UPDATE
 
 -- name: job_claim_room
 -- Free slots under the queue's max_concurrency, counted after the queue row lock is held.
+-- A limit removed since the caller read it leaves room for all n (never NULL).
 -- explain: {"n": 10}
-SELECT greatest(0, least(%(n)s, q.max_concurrency - (
+SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - (
            SELECT count(*) FROM jobs j
-           WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running')))) AS room
+           WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running')), %(n)s))) AS room
 FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
 
 -- name: job_start_many
@@ -217,7 +253,7 @@ RETURNING j.id
 -- explain: {"ids": ["$job_id"], "seqs": [1], "results": [{}]}
 WITH finished AS (
     UPDATE jobs j
-    SET status = 'done', result = t.result, lock_expires_at = NULL,
+    SET status = 'done', result = t.result, lock_expires_at = NULL, suspect = false,
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
@@ -266,7 +302,8 @@ WITH held AS MATERIALIZED (
                       THEN coalesce(%(now)s, now()) + make_interval(secs => %(delay_s)s)
                       ELSE j.run_at END,
         last_error = %(error)s, error_fingerprint = %(fingerprint)s,
-        lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
+        -- The handler gave its own verdict, so this run did not kill its worker: no suspect.
+        lock_expires_at = NULL, claimed_at = NULL, started_at = NULL, suspect = false,
         finished_at = CASE WHEN %(next_status)s = 'dead_letter' THEN coalesce(%(now)s, now()) END,
         updated_at = coalesce(%(now)s, now())
     FROM held h

@@ -30,17 +30,26 @@ SELECT queue_id, promoted FROM per_queue
 -- worker_ids (declared dead): requeue with the attempt refunded, dead-letter a poison pill, or
 -- finish as cancelled a job whose cancel was requested (nobody is left to deliver it).
 -- One statement per batch; a heartbeat or completion that locks the row first wins.
--- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "now": null}
+-- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "suspect_delay_s": 10.0, "now": null}
 WITH expired AS MATERIALIZED (
     -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
     -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
     -- a lease extended after our snapshot is not taken.
     -- The run's attempt, worker and start are read here, on the locked row, because the
     -- UPDATE below clears them and the run's job_executions row is written after it.
-    SELECT j.id, j.worker_id, j.execution_seq, j.attempt,
+    SELECT j.id, j.worker_id, j.execution_seq, j.attempt, j.solo_deaths,
            coalesce(j.started_at, j.claimed_at) AS started_at,
-           (j.lease_lost_count + 1 >= %(poison_threshold)s
-            AND j.cancel_requested_at IS NULL) AS poison,
+           -- Poison-pill attribution: a death is pinned on this job only when its worker held
+           -- nothing else (no other held job, no other run lost with it, even one reaped in an
+           -- earlier pass because its lease ran out first). Anyone else who shared the worker
+           -- becomes a suspect instead, which the claim runs alone next time (docs/WORKER.md).
+           (NOT EXISTS (SELECT 1 FROM jobs o
+                        WHERE o.worker_id = j.worker_id AND o.id <> j.id
+                          AND o.status IN ('claimed', 'running'))
+            AND NOT EXISTS (SELECT 1 FROM job_executions e
+                            WHERE e.worker_id = j.worker_id AND e.job_id <> j.id
+                              AND e.outcome = 'lease_lost')) AS alone,
+           (j.cancel_requested_at IS NULL) AS not_cancelled,
            (j.cancel_requested_at IS NOT NULL) AS cancelled,
            (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
     FROM jobs j
@@ -49,27 +58,44 @@ WITH expired AS MATERIALIZED (
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
     LIMIT %(batch)s
     FOR UPDATE OF j SKIP LOCKED
+), judged AS MATERIALIZED (
+    SELECT x.*, x.solo_deaths + (x.alone)::int AS deaths,
+           (x.alone AND x.solo_deaths + 1 >= %(poison_threshold)s AND x.not_cancelled) AS poison
+    FROM expired x
 ), reaped AS (
     UPDATE jobs j
     SET status = CASE WHEN x.cancelled THEN 'cancelled'::job_status
                       WHEN x.poison THEN 'dead_letter'::job_status
+                      WHEN x.alone AND %(suspect_delay_s)s > 0 THEN 'scheduled'::job_status
                       ELSE 'queued'::job_status END,
+        -- After a death pinned on it, a job waits suspect_delay_s before its next (solo) run:
+        -- a crash loop through every worker would otherwise leave no worker for other work
+        -- (the promoter queues it when due). Jobs that only shared a death go back at once.
+        run_at = CASE WHEN x.alone AND NOT x.poison AND NOT x.cancelled
+                           AND %(suspect_delay_s)s > 0
+                      THEN coalesce(%(now)s, now()) + make_interval(secs => %(suspect_delay_s)s)
+                      ELSE j.run_at END,
         -- Refund: the run died with its worker, the job did not fail. A poison pill keeps it.
         attempt = CASE WHEN x.poison THEN j.attempt ELSE greatest(0, j.attempt - 1) END,
         lease_lost_count = j.lease_lost_count + 1,
+        solo_deaths = x.deaths,
+        -- Requeued after a death: run it alone next time (cleared when a run ends normally).
+        suspect = NOT x.poison AND NOT x.cancelled,
         worker_id = NULL, lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         finished_at = CASE WHEN x.poison OR x.cancelled THEN coalesce(%(now)s, now()) END,
         last_error = CASE WHEN x.poison
-            THEN format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1)
+            THEN format('worker died %%s %%s while running this job alone', x.deaths,
+                        CASE WHEN x.deaths = 1 THEN 'time' ELSE 'times' END)
             ELSE j.last_error END,
         error_fingerprint = CASE WHEN x.poison
-            THEN md5(format('lease lost %%s times (worker died during every run)', j.lease_lost_count + 1))
+            THEN md5(format('worker died %%s %%s while running this job alone', x.deaths,
+                        CASE WHEN x.deaths = 1 THEN 'time' ELSE 'times' END))
             ELSE j.error_fingerprint END,
         updated_at = coalesce(%(now)s, now())
-    FROM expired x
+    FROM judged x
     -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
     -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup.
-    WHERE j.id = ANY (ARRAY(SELECT id FROM expired)) AND j.id = x.id
+    WHERE j.id = ANY (ARRAY(SELECT id FROM judged)) AND j.id = x.id
       AND j.status IN ('claimed', 'running')
       AND j.execution_seq = x.execution_seq
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
@@ -180,3 +206,40 @@ WITH doomed AS MATERIALIZED (
 )
 DELETE FROM rate_limit_counters c USING doomed d
 WHERE c.bucket = d.bucket AND c.window_start = d.window_start
+
+-- name: retention_delete_workers
+-- Delete up to `batch` workers stopped or declared dead more than age_s ago that hold no job.
+-- Their heartbeats cascade; their jobs' and runs' worker_id is nulled (workers_null_refs()),
+-- found through jobs_worker_idx and job_executions_worker_idx. Older than the jobs' retention
+-- by default, so most of what they ran is gone already and the nulling stays small.
+-- explain: {"batch": 100, "age_s": 1209600.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    -- workers_gone_idx (stopped_at) WHERE status IN ('stopped', 'dead').
+    SELECT w.id
+    FROM workers w
+    WHERE w.status IN ('stopped', 'dead')
+      AND w.stopped_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+      -- A dead worker's jobs wait for the reaper, which records the run with its worker.
+      AND NOT EXISTS (SELECT 1 FROM jobs j
+                      WHERE j.worker_id = w.id AND j.status IN ('claimed', 'running'))
+    ORDER BY w.stopped_at
+    LIMIT %(batch)s
+    FOR UPDATE OF w SKIP LOCKED
+)
+DELETE FROM workers WHERE id = ANY (ARRAY(SELECT id FROM doomed))
+
+-- name: retention_delete_batches
+-- Delete up to `batch` job batches created more than age_s ago none of whose jobs is left
+-- (jobs_batch_idx answers that); a batch with any job, finished or not, stays.
+-- explain: {"batch": 5000, "age_s": 604800.0, "now": null}
+WITH doomed AS MATERIALIZED (
+    SELECT b.id
+    FROM job_batches b
+    WHERE b.created_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
+      AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.batch_id = b.id)
+    ORDER BY b.id
+    LIMIT %(batch)s
+    -- An insert into the batch holds it FOR KEY SHARE (jobs_batch_ref_check): skipped here.
+    FOR UPDATE OF b SKIP LOCKED
+)
+DELETE FROM job_batches WHERE id = ANY (ARRAY(SELECT id FROM doomed))

@@ -18,3 +18,7 @@ LISTEN jobyard_jobs
 -- name: read_listen_cancel
 -- Subscribe this session to cancel requests (payload: "<job_id>:<worker_id>").
 LISTEN jobyard_cancel
+
+-- name: read_listen_queues
+-- Subscribe this session to queue-settings changes (pause, resume, limits; payload: queue id).
+LISTEN jobyard_queues

@@ -6,7 +6,7 @@ traceback of a run that raised, truncated in Python to MAX_TRACEBACK_LENGTH with
 CHECKs bound both whatever writes them. New nullable columns without defaults: catalog-only.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-12-03 12:00
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
