@@ -216,6 +216,7 @@ class Worker:
             name=self.name,
             queues=list(self.config.queues),
             concurrency=self.config.concurrency,
+            handlers=self.registry.names(),
         )
         await self._read_queues(conn)
 
@@ -666,6 +667,7 @@ class Worker:
                 name=self.name,
                 queues=list(self.config.queues),
                 concurrency=self.config.concurrency,
+                handlers=self.registry.names(),
             )
             log.info("worker re-registered", worker_id=self.worker_id)
 

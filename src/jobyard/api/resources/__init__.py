@@ -21,4 +21,5 @@ MODULES: tuple[str, ...] = (
     "workers",
     "dlq",
     "metrics",
+    "operations",
 )
