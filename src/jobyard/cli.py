@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from jobyard.cli_jobs import jobs_app
 from jobyard.core.cron import next_fires, parse_cron
 from jobyard.db import dump, embedded, explain, migrate
 from jobyard.db.pool import CONNECTION_ERRORS, connect_sync, resolve_database_url
@@ -37,6 +38,7 @@ db_app = typer.Typer(help="Manage the database (embedded or DATABASE_URL).", no_
 app.add_typer(db_app, name="db")
 schedules_app = typer.Typer(help="Cron schedules: preview fire times.", no_args_is_help=True)
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(jobs_app, name="jobs")  # why, retry, run-now, cancel, bulk (cli_jobs.py)
 
 out = Console()
 err = Console(stderr=True)
@@ -399,8 +401,9 @@ def enqueue_cmd(
     out.print(f"job {job.id} {job.status}{note}")
 
 
-@app.command("jobs")
+@jobs_app.callback(invoke_without_command=True)
 def jobs_cmd(
+    ctx: typer.Context,
     status: Annotated[
         str | None, typer.Option("--status", "-s", help="e.g. queued, failed.")
     ] = None,
@@ -410,6 +413,8 @@ def jobs_cmd(
     data_dir: DataDir = None,
 ) -> None:
     """List the newest jobs (id, queue, handler, status, attempt, run_at, last_error)."""
+    if ctx.invoked_subcommand:
+        return
     settings = load_settings(data_dir=data_dir)
     url = resolve_database_url(settings)
     try:
