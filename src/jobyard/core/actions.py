@@ -140,6 +140,37 @@ async def _walk(
     return BulkResult(action, matched, changed, batches, truncated=matched >= max_jobs)
 
 
+def _filter_params(project_id: ProjectId, filters: JobFilters, sources: set[str]) -> dict[str, Any]:
+    return {
+        "project_id": project_id,
+        "statuses": sorted(sources),
+        "queue": filters.queue,
+        "handler": filters.handler,
+        "created_from": filters.created_from,
+        "created_to": filters.created_to,
+        "fingerprint": filters.error_fingerprint,
+    }
+
+
+def _sources(action: str, filters: JobFilters) -> set[str]:
+    sources = set(_states(action))
+    if filters.statuses:
+        sources &= {s.value for s in filters.statuses}
+    return sources
+
+
+async def count(conn: Conn, project_id: ProjectId, action: Action, filters: JobFilters) -> int:
+    """How many jobs `bulk` would select now (up to MAX_BULK): what a confirmation names."""
+    sources = _sources(action, filters)
+    if not sources:
+        return 0
+    row = await run.one(
+        conn, "action_count", {**_filter_params(project_id, filters, sources), "cap": MAX_BULK}
+    )
+    assert row is not None
+    return int(row["n"])
+
+
 async def bulk(
     conn: Conn,
     project_id: ProjectId,
@@ -151,20 +182,10 @@ async def bulk(
     now: datetime | None = None,
 ) -> BulkResult:
     """Apply `action` to every job the explorer filter selects that it applies to."""
-    sources = set(_states(action))
-    if filters.statuses:
-        sources &= {s.value for s in filters.statuses}
+    sources = _sources(action, filters)
     if not sources:
         return BulkResult(action, 0, 0, 0, truncated=False)
-    params = {
-        "project_id": project_id,
-        "statuses": sorted(sources),
-        "queue": filters.queue,
-        "handler": filters.handler,
-        "created_from": filters.created_from,
-        "created_to": filters.created_to,
-        "fingerprint": filters.error_fingerprint,
-    }
+    params = _filter_params(project_id, filters, sources)
     return await _walk(
         conn,
         project_id,

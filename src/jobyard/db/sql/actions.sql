@@ -94,3 +94,20 @@ WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 DELETE FROM dead_letter_jobs d
 WHERE d.project_id = %(project_id)s AND d.job_id = ANY(%(ids)s::bigint[])
 RETURNING d.id
+
+-- name: action_count
+-- How many jobs an explorer filter selects in the given states, up to a cap (what a bulk action's confirmation names).
+-- explain: {"statuses": ["queued"], "queue": null, "handler": null, "created_from": null, "created_to": null, "fingerprint": null, "cap": 100000}
+SELECT count(*) AS n FROM (
+    SELECT 1
+    FROM jobs j
+    JOIN queues q ON q.id = j.queue_id
+    WHERE j.project_id = %(project_id)s
+      AND j.status = ANY(%(statuses)s::job_status[])
+      AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+      AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
+      AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s::timestamptz)
+      AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s::timestamptz)
+      AND (%(fingerprint)s::text IS NULL OR j.error_fingerprint = %(fingerprint)s::text)
+    LIMIT %(cap)s
+) s
