@@ -373,7 +373,7 @@ async def _schedule_post(
             done = "disabled" if row["enabled"] else "enabled"
         elif what == "delete":
             await schedules.delete_schedule(ctx.conn, ctx.project_id, sid)
-            done = "deleted"
+            done = "schedule_deleted"
         else:
             await enforce_enqueue_limit(ctx.conn, ctx.project_id, 1)  # a fire is an enqueue
             job_id = await schedules.trigger_now(ctx.conn, ctx.project_id, sid)
