@@ -1,6 +1,6 @@
 -- name: failure_groups
 -- Failing jobs (failed, dead-lettered, or scheduled again after an error) grouped by error fingerprint across queues: count, first and last seen, handlers and queues touched, the newest sample.
--- explain: {"limit": 100}
+-- explain: {"fingerprint": null, "limit": 100}
 WITH failing AS (
     SELECT j.id, j.error_fingerprint, j.handler, j.queue_id, j.status, j.last_error,
            coalesce(j.finished_at, j.updated_at) AS seen_at
