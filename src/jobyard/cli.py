@@ -11,7 +11,17 @@ import sys
 
 import typer
 
-from jobyard.commands import bench, database, dlq, enqueue, jobs, processes, queues, schedules
+from jobyard.commands import (
+    bench,
+    database,
+    dlq,
+    enqueue,
+    job_actions,
+    jobs,
+    processes,
+    queues,
+    schedules,
+)
 
 app = typer.Typer(
     name="jobyard",
@@ -24,6 +34,8 @@ app = typer.Typer(
 )
 for top_level in (processes.root, enqueue.root, database.root, bench.root):
     app.add_typer(top_level)
+# job_actions adds why, retry, run-now and bulk to the jobs group.
+assert job_actions.jobs_app is jobs.jobs_app
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(queues.queues_app, name="queues")
 app.add_typer(dlq.dlq_app, name="dlq")

@@ -392,6 +392,50 @@ async def _dead_letter_edit(ctx: FixtureContext) -> Call:
     return Call(call.path_params, {"payload": {"fixed": True}}, markers=call.markers)
 
 
+# ----------------------------------------------------------------------------- operations
+
+
+async def _job_in(ctx: FixtureContext, status: str) -> Call:
+    job = await make_job_row(ctx, status=status)
+    return Call({**ctx.project, "job_id": job["id"]}, markers=(job["handler"], job["queue"]))
+
+
+async def _job_dead(ctx: FixtureContext) -> Call:
+    return await _job_in(ctx, "dead_letter")
+
+
+async def _job_scheduled(ctx: FixtureContext) -> Call:
+    return await _job_in(ctx, "scheduled")
+
+
+async def _bulk(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx)
+    return Call(ctx.project, {"action": "cancel", "filter": {"queue": job["queue"]}})
+
+
+async def _bulk_delete(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx, status="done")
+    return Call(ctx.project, {"filter": {"queue": job["queue"]}})
+
+
+async def _failure_group(ctx: FixtureContext) -> Call:
+    job = await make_job_row(ctx, status="dead_letter")
+    fingerprint = f"{next(_seq):04x}{ctx.tenant.project_id:012x}"
+    await ctx.conn.execute(
+        "UPDATE jobs SET error_fingerprint = %s, last_error = 'secret-group-error' WHERE id = %s",
+        (fingerprint, job["id"]),
+    )
+    return Call(
+        {**ctx.project, "fingerprint": fingerprint},
+        markers=(job["handler"], "secret-group-error"),
+    )
+
+
+async def _schedule_trigger(ctx: FixtureContext) -> Call:
+    call = await _schedule(ctx)
+    return Call(call.path_params, markers=call.markers)
+
+
 ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     # auth
     ("POST", "/auth/login"): _login,
@@ -475,4 +519,15 @@ ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     # metrics
     ("GET", "/projects/{project_id}/metrics"): _queues,
     ("GET", "/metrics"): _none,
+    # operations (why, retry, run now, bulk, failure groups, trigger a schedule)
+    ("GET", "/projects/{project_id}/jobs/{job_id}/why"): _job,
+    ("POST", "/projects/{project_id}/jobs/{job_id}/retry"): _job_dead,
+    ("POST", "/projects/{project_id}/jobs/{job_id}/run-now"): _job_scheduled,
+    ("POST", "/projects/{project_id}/jobs/bulk"): _bulk,
+    ("POST", "/projects/{project_id}/jobs/bulk-delete"): _bulk_delete,
+    ("GET", "/projects/{project_id}/failure-groups"): _queues,
+    ("GET", "/projects/{project_id}/failure-groups/{fingerprint}"): _failure_group,
+    ("POST", "/projects/{project_id}/failure-groups/{fingerprint}/retry"): _failure_group,
+    ("POST", "/projects/{project_id}/failure-groups/{fingerprint}/discard"): _failure_group,
+    ("POST", "/projects/{project_id}/schedules/{schedule_id}/trigger"): _schedule_trigger,
 }

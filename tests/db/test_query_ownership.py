@@ -40,6 +40,9 @@ OWNERS: dict[str, frozenset[str]] = {
     "invitation_": frozenset({"core/invitations.py"}),
     "seed_": frozenset({"db/seed.py"}),
     "clock_": frozenset({"core/enqueue.py", "core/maintenance.py"}),
+    "action_": frozenset({"core/actions.py"}),
+    "why_": frozenset({"core/why.py"}),
+    "failure_": frozenset({"core/failures.py", "core/actions.py"}),
 }
 READ_PREFIXES = ("read_", "bench_", "health_")
 

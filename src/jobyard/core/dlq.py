@@ -75,3 +75,10 @@ async def delete(conn: Conn, project_id: ProjectId, dlq_id: int) -> None:
     row = await run.one(conn, "dlq_delete", {"id": dlq_id, "project_id": project_id})
     if row is None:
         raise NotFound("dead letter not found")
+
+
+async def counts(conn: Conn, project_id: ProjectId) -> dict[str, int]:
+    """Letters still waiting (the overview's count) and letters already replayed."""
+    row = await run.one(conn, "dlq_counts", {"project_id": project_id})
+    assert row is not None
+    return {"waiting": int(row["waiting"]), "replayed": int(row["replayed"])}

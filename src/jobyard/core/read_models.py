@@ -231,9 +231,11 @@ async def list_dead_letters(
     *,
     queue: str | None = None,
     error_fingerprint: str | None = None,
+    replayed: bool | None = None,
     before_id: int | None = None,
     limit: int = 50,
 ) -> KeysetPage:
+    """`replayed`: None lists all, False only letters still waiting, True only replayed ones."""
     n = _limit(limit)
     rows = await run.all_rows(
         conn,
@@ -243,6 +245,7 @@ async def list_dead_letters(
             "before_id": before_id,
             "queue": queue,
             "fingerprint": error_fingerprint,
+            "replayed": replayed,
             "limit": n + 1,
         },
     )

@@ -355,3 +355,18 @@ async def _advance(
         "schedule_advance",
         {"schedule_id": schedule_id, "next_run_at": next_run_at, "now": sql_now(now)},
     )
+
+
+async def trigger_now(
+    conn: Conn, project_id: ProjectId, schedule_id: int, *, now: datetime | None = None
+) -> JobId:
+    """Fire a schedule once, now, by hand (its cron timing is left as it is); the new job's id."""
+    async with translated():
+        row = await run.one(
+            conn,
+            "schedule_trigger",
+            {"schedule_id": schedule_id, "project_id": project_id, "now": sql_now(now)},
+        )
+    if row is None:
+        raise NotFound("schedule not found")
+    return JobId(row["job_id"])

@@ -19,8 +19,10 @@ async def register(
     name: str,
     queues: list[str],
     concurrency: int,
+    handlers: list[str] | None = None,
     now: datetime | None = None,
 ) -> WorkerId:
+    """Register a worker. `handlers`: the names it can run (None: not reported)."""
     row = await run.one(
         conn,
         "worker_register",
@@ -31,6 +33,7 @@ async def register(
             "pid": os.getpid(),
             "queues": queues,
             "concurrency": concurrency,
+            "handlers": handlers,
             "now": sql_now(now),
         },
     )

@@ -952,7 +952,9 @@ CREATE TABLE public.workers (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_heartbeat_at timestamp with time zone DEFAULT now() NOT NULL,
     stopped_at timestamp with time zone,
+    handlers text[],
     CONSTRAINT workers_concurrency_check CHECK (((concurrency >= 1) AND (concurrency <= 100000))),
+    CONSTRAINT workers_handlers_check CHECK (((handlers IS NULL) OR (cardinality(handlers) <= 1000))),
     CONSTRAINT workers_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
     CONSTRAINT workers_stopped_has_time CHECK (((status = ANY (ARRAY['stopped'::public.worker_status, 'dead'::public.worker_status])) = (stopped_at IS NOT NULL)))
 );

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
+from cronsim import CronSim
 from psycopg.types.json import Jsonb
 
 from jobyard.db.pool import SyncConn
@@ -14,6 +17,16 @@ DEMO_EMAIL = "operator@jobyard.test"
 DEMO_PASSWORD = "correct-horse-battery-staple"  # noqa: S105 - printed by `make demo` on purpose
 DEMO_ORG_SLUG = "demo"
 DEMO_PROJECT_SLUG = "default"
+# (name, queue, cron, timezone, handler, payload): one in a timezone other than UTC.
+DEMO_SCHEDULES: tuple[tuple[str, str, str, str, str, dict[str, object]], ...] = (
+    ("weekday-report", "reports", "0 9 * * 1-5", "Europe/Paris", "sleep", {"seconds": 1}),
+    ("quarter-hour-ping", "default", "*/15 * * * *", "UTC", "noop", {}),
+)
+
+
+def _next_fire(cron: str, timezone: str) -> datetime:
+    """The first fire after now (the scheduler's materializer takes it from there)."""
+    return next(CronSim(cron, datetime.now(ZoneInfo(timezone)))).astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,20 @@ def seed_demo(conn: SyncConn, *, sample_jobs: bool = True) -> SeedResult:
             )
             for name, prio, mc in (("default", 0, None), ("critical", 10, None), ("reports", -5, 2))
         }
+        for name, queue, cron, tz, handler, template in DEMO_SCHEDULES:
+            conn.execute(
+                sql("seed_schedule"),
+                {
+                    "project_id": project_id,
+                    "queue_id": queues[queue],
+                    "name": name,
+                    "cron": cron,
+                    "timezone": tz,
+                    "handler": handler,
+                    "payload": Jsonb(template),
+                    "next_run_at": _next_fire(cron, tz),
+                },
+            )
         added = 0
         row = conn.execute(sql("seed_count_jobs"), {"project_id": project_id}).fetchone()
         if sample_jobs and row is not None and row["n"] == 0:

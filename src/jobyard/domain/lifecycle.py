@@ -60,3 +60,40 @@ def assert_transition(current: S, target: S) -> None:
             current=current.value,
             target=target.value,
         )
+
+
+# Operator actions (API, dashboard, CLI): the edges a person may take that the engine never takes
+# on its own. Each action names the states it starts from; its UPDATE is a compare-and-set on
+# exactly these (core/actions.py passes them to the SQL), so a job that moved meanwhile is
+# skipped, never overwritten. Retrying a finished job re-opens it (it is not an engine edge:
+# ALLOWED keeps dead_letter and cancelled terminal for the engine).
+OPERATOR_ACTIONS: Final[Mapping[str, tuple[frozenset[S], S]]] = MappingProxyType(
+    {
+        "retry": (frozenset({S.FAILED, S.DEAD_LETTER, S.CANCELLED}), S.QUEUED),
+        "run_now": (frozenset({S.SCHEDULED}), S.QUEUED),
+        "cancel": (CANCELLABLE_AT_ONCE | HELD, S.CANCELLED),
+    }
+)
+# Deleting is not a transition: any job no worker holds may go (a held one is cancelled first).
+DELETABLE: Final = frozenset(S) - HELD
+
+
+def operator_sources(action: str) -> frozenset[S]:
+    """The states `action` applies to; ValueError for an unknown action."""
+    if action == "delete":
+        return DELETABLE
+    if action not in OPERATOR_ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    return OPERATOR_ACTIONS[action][0]
+
+
+def assert_operator_action(action: str, current: S) -> None:
+    """Raise IllegalTransition unless an operator may apply `action` to a job in `current`."""
+    sources = operator_sources(action)
+    if current not in sources:
+        allowed = ", ".join(sorted(s.value for s in sources))
+        raise IllegalTransition(
+            f"cannot {action.replace('_', ' ')} a job that is {current.value} (only {allowed})",
+            current=current.value,
+            action=action,
+        )

@@ -30,8 +30,19 @@ from jobyard.api.ratelimit import (
     take_login_attempt,
 )
 from jobyard.api.resources._shared import reject_nul
-from jobyard.core import admin, dlq, read_models, schedules, tenancy, transitions, workflows
+from jobyard.core import (
+    admin,
+    dlq,
+    job_logs,
+    read_models,
+    schedules,
+    tenancy,
+    transitions,
+    why,
+    workflows,
+)
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
+from jobyard.core.cron_words import describe
 from jobyard.core.ratelimit import RateLimited
 from jobyard.core.read_models import JobFilters
 from jobyard.db.pool import Conn
@@ -39,6 +50,7 @@ from jobyard.domain import limits
 from jobyard.domain.enums import JobStatus, Role, WorkerStatus
 from jobyard.domain.errors import JobyardError, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, OrgId, ProjectId, QueueId
+from jobyard.domain.lifecycle import operator_sources
 from jobyard.logs import get_logger
 from jobyard.web import csrf
 from jobyard.web.session import (
@@ -57,6 +69,7 @@ log = get_logger("jobyard.web")
 router = APIRouter(include_in_schema=False)
 _MAX_ID: Final = 2**63 - 1
 PAGE_SIZE: Final = 50
+LOG_PAGE: Final = 100
 FILTER_KEYS: Final = ("status", "queue", "handler", "from", "to", "fingerprint")
 # No inline script or style anywhere, so the policy can forbid both.
 CSP: Final = (
@@ -78,6 +91,16 @@ NOTICES: Final = {
     "workflow_cancelled": "The workflow's pending steps were cancelled; running ones told to stop.",
     "step_retried": "The step runs again; the steps cancelled because of it wait for it again.",
     "batch_cancelled": "The batch's pending jobs were cancelled; running ones asked to stop.",
+    # console.py's actions
+    "retried": "Queued again: it runs as soon as a worker is free.",
+    "run_now": "Queued to run now.",
+    "triggered": "Schedule fired by hand: this is the job it enqueued.",
+    "created": "Schedule created.",
+    "updated": "Schedule saved.",
+    "enabled": "Schedule enabled.",
+    "disabled": "Schedule disabled: it fires no more until enabled.",
+    "schedule_deleted": "Schedule deleted.",
+    "settings": "Queue settings saved.",
 }
 
 
@@ -437,7 +460,14 @@ async def queue_context(ctx: Ctx, raw_queue_id: str) -> dict[str, Any]:
     recent = await read_models.list_jobs(
         ctx.conn, ctx.project_id, JobFilters(queue=queue["name"]), limit=20
     )
-    return ctx.base(queue=queue, m=metrics, stats=metrics["queues"][0], recent=recent.items)
+    policies = await read_models.list_policies(ctx.conn, ctx.project_id, limit=200)
+    return ctx.base(
+        queue=queue,
+        m=metrics,
+        stats=metrics["queues"][0],
+        recent=recent.items,
+        policies=policies.items,
+    )
 
 
 @router.get("/p/{project_id}/queues/{queue_id}")
@@ -523,8 +553,19 @@ async def jobs(request: Request, project_id: str) -> Response:
         params = {k: v for k, v in request.query_params.items() if k != "before"}
         form = {k: params.get(k, "") for k in FILTER_KEYS}
         kept = {k: v for k, v in form.items() if v}
+        q = request.query_params
+        # The counts a bulk action redirected here with (console.py), shown once.
+        bulk = None
+        if q.get("bulk"):
+            bulk = {
+                "action": q.get("bulk", ""),
+                "matched": q.get("matched", ""),
+                "changed": q.get("changed", ""),
+                "truncated": bool(q.get("truncated")),
+            }
         common = ctx.base(
             statuses=[s.value for s in JobStatus],
+            bulk=bulk,
             f=form,
             rows=[],
             older=None,
@@ -563,16 +604,36 @@ async def job_context(ctx: Ctx, raw_job_id: str) -> dict[str, Any]:
     job_id = JobId(_id(raw_job_id, "job"))
     job = await read_models.get_job(ctx.conn, ctx.project_id, job_id)
     executions = await read_models.list_executions(ctx.conn, ctx.project_id, job_id, limit=100)
-    logs = await read_models.list_logs(ctx.conn, ctx.project_id, job_id, limit=500)
+    # Logs newest first; "Older lines" pages back with ?logs_before=<id> (keyset).
+    raw_before = ctx.request.query_params.get("logs_before", "")
+    before = int(raw_before) if raw_before.isdigit() and int(raw_before) <= _MAX_ID else None
+    logs = await job_logs.newest_first(
+        ctx.conn, ctx.project_id, job_id, before_id=before, limit=LOG_PAGE
+    )
+    settings = ctx.request.app.state.settings
+    found = await why.explain(
+        ctx.conn,
+        ctx.project_id,
+        job_id,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        reaper_interval_s=settings.reaper_interval_s,
+    )
+    status = JobStatus(job["status"])
     return ctx.base(
         job=job,
         parents=await workflows.parents(ctx.conn, ctx.project_id, job_id),
         in_workflow=await workflows.in_workflow(ctx.conn, job_id),
         executions=executions.items,
         logs=logs.items,
-        more_logs=logs.next_key is not None,
-        cancellable=job["status"] in {"waiting", "scheduled", "queued", "claimed", "running"}
-        and job["cancel_requested_at"] is None,
+        logs_older=logs.next_key,
+        logs_paged=before is not None,
+        request_logs_before=before,
+        # The panel is for jobs that are neither running normally nor finished successfully.
+        reasons=[r for r in found.reasons if r.code not in ("running", "finished")],
+        # Actions are in the polled fragment, so they follow the job's state (no stale Cancel).
+        cancellable=status in operator_sources("cancel") and job["cancel_requested_at"] is None,
+        retryable=status in operator_sources("retry"),
+        runnable=status in operator_sources("run_now"),
     )
 
 
@@ -642,6 +703,7 @@ async def schedule_list(request: Request, project_id: str) -> Response:
     async def build(ctx: Ctx) -> Response:
         page = await read_models.list_schedules(ctx.conn, ctx.project_id, limit=200)
         for s in page.items:
+            s["words"] = describe(s["cron"])  # "At 09:00, Monday through Friday"
             try:
                 s["preview"] = await schedules.preview(ctx.conn, s["cron"], s["timezone"], 3)
                 s["preview_error"] = None
@@ -659,16 +721,25 @@ async def dlq_context(
     ctx: Ctx, errors: dict[int, str] | None = None, drafts: dict[int, str] | None = None
 ) -> dict[str, Any]:
     before = ctx.request.query_params.get("before", "")
+    # Waiting letters by default (the overview's count); replayed ones on their own tab.
+    show_replayed = ctx.request.query_params.get("show") == "replayed"
     page = await read_models.list_dead_letters(
         ctx.conn,
         ctx.project_id,
+        replayed=show_replayed,
         before_id=int(before) if before.isdigit() and int(before) <= _MAX_ID else None,
         limit=25,
     )
     for row in page.items:
         full = await read_models.get_dead_letter(ctx.conn, ctx.project_id, int(row["id"]))
         row["payload_text"] = (drafts or {}).get(row["id"], pretty_json(full["payload"]))
-    return ctx.base(letters=page.items, older=page.next_key, errors=errors or {})
+    return ctx.base(
+        letters=page.items,
+        older=page.next_key,
+        errors=errors or {},
+        show_replayed=show_replayed,
+        counts=await dlq.counts(ctx.conn, ctx.project_id),
+    )
 
 
 def parse_payload(raw: object) -> Any:

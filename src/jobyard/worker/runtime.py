@@ -260,6 +260,7 @@ class Worker:
             name=self.name,
             queues=list(self.config.queues),
             concurrency=self.config.concurrency,
+            handlers=self.registry.names(),
         )
         await self._read_queues(conn)
 
@@ -795,6 +796,7 @@ class Worker:
                 name=self.name,
                 queues=list(self.config.queues),
                 concurrency=self.config.concurrency,
+                handlers=self.registry.names(),
             )
             log.info("worker re-registered", worker_id=self.worker_id)
 

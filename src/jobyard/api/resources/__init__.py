@@ -23,4 +23,5 @@ MODULES: tuple[str, ...] = (
     "workers",
     "dlq",
     "metrics",
+    "operations",
 )

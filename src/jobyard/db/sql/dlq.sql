@@ -36,3 +36,11 @@ FROM inserted i
 -- name: dlq_delete
 -- Remove a dead letter for good.
 DELETE FROM dead_letter_jobs WHERE id = %(id)s AND project_id = %(project_id)s RETURNING id
+
+-- name: dlq_counts
+-- A project's dead letters still waiting (what the overview counts) and those already replayed.
+-- explain: {}
+SELECT count(*) FILTER (WHERE d.replayed_at IS NULL) AS waiting,
+       count(*) FILTER (WHERE d.replayed_at IS NOT NULL) AS replayed
+FROM dead_letter_jobs d
+WHERE d.project_id = %(project_id)s

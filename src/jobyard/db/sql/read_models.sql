@@ -161,13 +161,15 @@ LIMIT %(limit)s
 
 -- name: read_dlq_page
 -- Dead letters of a project, newest first, keyset on id; filter by queue name and fingerprint.
--- explain: {"before_id": null, "queue": null, "fingerprint": null, "limit": 51}
+-- explain: {"before_id": null, "queue": null, "fingerprint": null, "replayed": null, "limit": 51}
 SELECT d.id, q.name AS queue, d.queue_id, d.job_id, d.handler, d.priority, d.reason, d.error,
        d.error_fingerprint, d.attempts, d.dead_lettered_at, d.replayed_at, d.replay_job_id
 FROM dead_letter_jobs d
 JOIN queues q ON q.id = d.queue_id
 WHERE d.project_id = %(project_id)s
   AND (%(before_id)s::bigint IS NULL OR d.id < %(before_id)s::bigint)
+  -- replayed: NULL = all, false = still waiting (what the overview counts), true = replayed.
+  AND (%(replayed)s::boolean IS NULL OR (d.replayed_at IS NOT NULL) = %(replayed)s::boolean)
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
   AND (%(fingerprint)s::text IS NULL OR d.error_fingerprint = %(fingerprint)s::text)
 ORDER BY d.id DESC

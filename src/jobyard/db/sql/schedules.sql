@@ -104,3 +104,29 @@ WHERE id = %(schedule_id)s
 SELECT extract(epoch FROM min(next_run_at) - coalesce(%(now)s, now()))::float8 AS seconds
 FROM scheduled_jobs
 WHERE enabled
+
+-- name: schedule_trigger
+-- Fire a schedule once now, by hand: a queued job from its template (its next_run_at is left as it is).
+WITH sched AS (
+    SELECT s.id, s.project_id, s.queue_id, s.handler, s.payload, s.priority,
+           coalesce(s.max_attempts, p.max_attempts, 5) AS max_attempts,
+           coalesce(s.timeout_ms, q.default_timeout_ms) AS timeout_ms
+    FROM scheduled_jobs s
+    JOIN queues q ON q.id = s.queue_id
+    LEFT JOIN retry_policies p ON p.id = q.retry_policy_id
+    WHERE s.id = %(schedule_id)s AND s.project_id = %(project_id)s
+    FOR UPDATE OF s
+), fired AS (
+    INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, run_at,
+                      max_attempts, timeout_ms, schedule_id, created_at, updated_at)
+    SELECT sched.project_id, sched.queue_id, sched.handler, sched.payload, 'queued', sched.priority,
+           coalesce(%(now)s, now()), sched.max_attempts, sched.timeout_ms, sched.id,
+           coalesce(%(now)s, now()), coalesce(%(now)s, now())
+    FROM sched
+    RETURNING id, queue_id
+), noted AS (
+    UPDATE scheduled_jobs s SET last_job_id = f.id, updated_at = coalesce(%(now)s, now())
+    FROM fired f WHERE s.id = %(schedule_id)s
+)
+SELECT f.id AS job_id, (SELECT count(pg_notify('jobyard_jobs', x.queue_id::text)) FROM fired x) AS notified
+FROM fired f

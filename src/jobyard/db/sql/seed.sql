@@ -44,3 +44,10 @@ SELECT count(*) AS n FROM jobs WHERE project_id = %(project_id)s
 INSERT INTO jobs (project_id, queue_id, handler, payload, priority, max_attempts)
 SELECT %(project_id)s, %(queue_id)s, %(handler)s, %(payload)s, g %% 3, %(max_attempts)s
 FROM generate_series(1, %(n)s) g
+
+-- name: seed_schedule
+-- Create a demo schedule unless one of that name exists (an operator's edits are kept).
+INSERT INTO scheduled_jobs (project_id, queue_id, name, cron, timezone, handler, payload, next_run_at)
+VALUES (%(project_id)s, %(queue_id)s, %(name)s, %(cron)s, %(timezone)s, %(handler)s, %(payload)s,
+        %(next_run_at)s)
+ON CONFLICT (project_id, name) DO NOTHING

@@ -1,9 +1,9 @@
 -- name: worker_register
--- A worker process announces itself; returns its id.
+-- A worker process announces itself with the handler names it can run; returns its id.
 INSERT INTO workers (project_id, name, hostname, pid, queues, concurrency, status,
-                     started_at, last_heartbeat_at)
+                     started_at, last_heartbeat_at, handlers)
 VALUES (%(project_id)s, %(name)s, %(hostname)s, %(pid)s, %(queues)s, %(concurrency)s, 'active',
-        coalesce(%(now)s, now()), coalesce(%(now)s, now()))
+        coalesce(%(now)s, now()), coalesce(%(now)s, now()), %(handlers)s::text[])
 RETURNING id
 
 -- name: lease_extend

@@ -11,7 +11,7 @@ transaction waits for that lock and then sees `completed_at` set. docs/DATABASE.
 docs/WORKFLOWS.md explain the rules.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-03 12:00
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,126 @@
+"""`jobyard jobs why|retry|run-now|bulk`: explain a job, act on one, or on every job of a filter.
+
+Added to the `jobs` group of `jobyard.commands.jobs` (which lists, shows and cancels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from jobyard.commands.common import (
+    DataDir,
+    ProjectOpt,
+    fail,
+    load_settings,
+    open_database,
+    out,
+    run_with_conn,
+)
+from jobyard.commands.jobs import JobIdArg, jobs_app
+from jobyard.commands.scope import project_id
+from jobyard.core import actions, why
+from jobyard.core.read_models import JobFilters
+from jobyard.db.pool import Conn
+from jobyard.domain.enums import JobStatus
+from jobyard.domain.ids import JobId, ProjectId
+
+T = TypeVar("T")
+
+
+def _run(project: str | None, data_dir: Any, body: Callable[[Conn, ProjectId], Awaitable[T]]) -> T:
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> T:
+        return await body(conn, await project_id(conn, settings, project))
+
+    return run_with_conn(url, work)
+
+
+@jobs_app.command("why")
+def why_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = None) -> None:
+    """Why isn't this job running? One line per reason: code, sentence, and when it ends."""
+
+    async def body(conn: Conn, pid: ProjectId) -> why.Explanation:
+        return await why.explain(conn, pid, JobId(job_id))
+
+    found = _run(project, data_dir, body)
+    out.print(f"job {found.job_id} is {found.status.value}")
+    for r in found.reasons:
+        ends = f" (until {r.ends_at:%Y-%m-%d %H:%M:%S} UTC)" if r.ends_at else ""
+        out.print(f"- [bold]{r.code}[/]: {r.sentence}{ends}", highlight=False)
+
+
+def _one(action: actions.Action, done: str) -> Callable[..., None]:
+    def command(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = None) -> None:
+        async def body(conn: Conn, pid: ProjectId) -> None:
+            await actions.act_on_job(conn, pid, action, JobId(job_id))
+
+        _run(project, data_dir, body)
+        out.print(f"job {job_id} {done}")
+
+    return command
+
+
+jobs_app.command("retry", help="Retry now: a failed, dead-lettered or cancelled job → queued.")(
+    _one("retry", "queued again")
+)
+jobs_app.command("run-now", help="Run now: a scheduled job → queued at once.")(
+    _one("run_now", "queued to run now")
+)
+
+
+@jobs_app.command("bulk")
+def bulk_cmd(
+    action: Annotated[str, typer.Argument(help="cancel, retry, run_now or delete.")],
+    status: Annotated[list[str] | None, typer.Option("--status", "-s")] = None,
+    queue: Annotated[str | None, typer.Option("--queue", "-q")] = None,
+    handler: Annotated[str | None, typer.Option("--handler")] = None,
+    fingerprint: Annotated[str | None, typer.Option("--fingerprint")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Do it (without: only count).")] = False,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Apply an action to every job a filter selects, in batches of 500; prints the counts.
+    Without --yes nothing changes: it prints how many jobs the action would touch."""
+    if action not in actions.ACTIONS:
+        raise fail(f"action must be one of {', '.join(actions.ACTIONS)}", "e.g. bulk retry")
+    bad = [s for s in status or [] if s not in {x.value for x in JobStatus}]
+    if bad:
+        raise fail(f"--status {bad[0]!r} is not a job status")
+    filters = JobFilters(
+        statuses=[JobStatus(s) for s in status] if status else None,
+        queue=queue,
+        handler=handler,
+        error_fingerprint=fingerprint,
+    )
+    act: Any = action
+
+    async def body(conn: Conn, pid: ProjectId) -> actions.BulkResult:
+        if not yes:
+            # A dry run: count in one transaction that is rolled back.
+            try:
+                async with conn.transaction():
+                    result = await actions.bulk(conn, pid, act, filters)
+                    raise _DryRun(result)
+            except _DryRun as dry:
+                return dry.result
+        return await actions.bulk(conn, pid, act, filters)
+
+    result = _run(project, data_dir, body)
+    verb = "changed" if yes else "would change"
+    more = " (stopped at the per-run cap: run it again)" if result.truncated else ""
+    out.print(
+        f"{action}: {result.matched} matched, {result.changed} {verb}, "
+        f"{result.skipped} skipped{more}"
+    )
+    if not yes:
+        out.print("nothing changed; add --yes to apply")
+
+
+class _DryRun(Exception):
+    def __init__(self, result: actions.BulkResult) -> None:
+        self.result = result

@@ -1,0 +1,286 @@
+""" "Why isn't this job running?": the reasons a job is where it is, each with a code, a sentence
+and (where one exists) the time it ends.
+
+One read of the job with its queue, slots and workers (`why_job_context`), plus the parents, slot
+holders or place in line when they matter. Pure reads: nothing here changes a job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from jobyard.core.clock import sql_now
+from jobyard.db import run
+from jobyard.db.pool import Conn
+from jobyard.domain.enums import JobStatus
+from jobyard.domain.errors import NotFound
+from jobyard.domain.ids import JobId, ProjectId
+
+# A worker silent for this many heartbeat intervals is not counted as live (the sweeper declares
+# it dead much later; by then its leases have long expired).
+STALE_HEARTBEATS: Final = 3
+DEFAULT_HEARTBEAT_S: Final = 5.0
+DEFAULT_REAPER_S: Final = 10.0
+POSITION_CAP: Final = 10_000
+HOLDERS_SHOWN: Final = 10
+PARENTS_SHOWN: Final = 50
+DRAIN_WINDOW_MIN: Final = 5
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    sentence: str
+    ends_at: datetime | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    job_id: int
+    status: JobStatus
+    reasons: list[Reason]
+    at: datetime  # the database time the answer describes
+
+
+def _at(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _span(seconds: float) -> str:
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+async def explain(
+    conn: Conn,
+    project_id: ProjectId,
+    job_id: JobId,
+    *,
+    heartbeat_interval_s: float = DEFAULT_HEARTBEAT_S,
+    reaper_interval_s: float = DEFAULT_REAPER_S,
+    now: datetime | None = None,
+) -> Explanation:
+    """Why the job is in its state; NotFound if it is not this project's."""
+    stale_s = STALE_HEARTBEATS * heartbeat_interval_s
+    row = await run.one(
+        conn,
+        "why_job_context",
+        {"project_id": project_id, "job_id": job_id, "now": sql_now(now), "stale_s": stale_s},
+    )
+    if row is None:
+        raise NotFound("job not found")
+    at: datetime = row["now"]
+    status = JobStatus(row["status"])
+    reasons: list[Reason] = []
+    if status is JobStatus.WAITING:
+        reasons += await _waiting(conn, row)
+    elif status is JobStatus.SCHEDULED:
+        reasons.append(_scheduled(row, at))
+    elif status is JobStatus.QUEUED:
+        reasons += await _queued(conn, row, at)
+    elif status in (JobStatus.CLAIMED, JobStatus.RUNNING):
+        reasons.append(_held(row, at, stale_s, reaper_interval_s))
+    else:
+        reasons.append(_finished(row, status))
+    if status in (JobStatus.WAITING, JobStatus.SCHEDULED, JobStatus.QUEUED):
+        # Whatever else holds it, a job also needs a worker once it becomes claimable.
+        reasons += _workers(row, at)
+    return Explanation(job_id=int(row["id"]), status=status, reasons=reasons, at=at)
+
+
+async def _waiting(conn: Conn, row: dict[str, Any]) -> list[Reason]:
+    parents = await run.all_rows(conn, "why_parents", {"job_id": row["id"], "limit": PARENTS_SHOWN})
+    pending = [p for p in parents if p["status"] != JobStatus.DONE]
+    listed = ", ".join(f"#{p['id']} {p['status']}" for p in pending) or "none"
+    return [
+        Reason(
+            "waiting_on_parents",
+            f"Waiting for {len(pending)} of {len(parents)} parent job(s) to finish: {listed}.",
+            details={
+                "parents": [
+                    {"id": p["id"], "status": p["status"], "handler": p["handler"]} for p in parents
+                ]
+            },
+        )
+    ]
+
+
+def _scheduled(row: dict[str, Any], at: datetime) -> Reason:
+    run_at: datetime = row["run_at"]
+    due = run_at <= at
+    if row["attempt"] > 0 and (row["last_error"] or row["last_run_error"]):
+        error = row["last_error"] or row["last_run_error"]
+        when = (
+            "is due now"
+            if due
+            else f"runs at {_at(run_at)} (in {_span((run_at - at).total_seconds())})"
+        )
+        return Reason(
+            "retry_backoff",
+            f"Backing off after attempt {row['attempt']} of {row['max_attempts']} failed with "
+            f"{error!r}; retry {row['attempt'] + 1} of {row['max_attempts']} {when}.",
+            ends_at=run_at,
+            details={
+                "attempt": row["attempt"],
+                "max_attempts": row["max_attempts"],
+                "next_attempt": row["attempt"] + 1,
+                "error": error,
+            },
+        )
+    if due:
+        return Reason(
+            "scheduled_due",
+            f"Due since {_at(run_at)}; the scheduler's promoter moves it to the queue within "
+            "seconds (is a `jobyard scheduler` process running?).",
+            ends_at=run_at,
+        )
+    return Reason(
+        "scheduled",
+        f"Scheduled to run at {_at(run_at)} (in {_span((run_at - at).total_seconds())}).",
+        ends_at=run_at,
+    )
+
+
+async def _queued(conn: Conn, row: dict[str, Any], at: datetime) -> list[Reason]:
+    reasons: list[Reason] = []
+    if row["is_paused"]:
+        reasons.append(
+            Reason(
+                "queue_paused",
+                f"Queue {row['queue']!r} is paused: workers claim nothing from it until it is "
+                "resumed.",
+                details={"queue": row["queue"]},
+            )
+        )
+    limit = row["max_concurrency"]
+    if limit is not None and row["in_flight"] >= limit:
+        holders = await run.all_rows(
+            conn, "why_slot_holders", {"queue_id": row["queue_id"], "limit": HOLDERS_SHOWN}
+        )
+        ids = ", ".join(f"#{h['id']}" for h in holders)
+        reasons.append(
+            Reason(
+                "concurrency_limit",
+                f"Queue {row['queue']!r} is at its concurrency limit ({row['in_flight']} of "
+                f"{limit} slots held, by {ids}).",
+                details={
+                    "limit": limit,
+                    "in_flight": row["in_flight"],
+                    "holders": [
+                        {"id": h["id"], "worker_id": h["worker_id"], "status": h["status"]}
+                        for h in holders
+                    ],
+                },
+            )
+        )
+    pos = await run.one(
+        conn,
+        "why_position",
+        {
+            "queue_id": row["queue_id"],
+            "priority": row["priority"],
+            "run_at": row["run_at"],
+            "job_id": row["id"],
+            "cap": POSITION_CAP,
+            "now": at,
+        },
+    )
+    assert pos is not None
+    ahead = int(pos["ahead"])
+    per_min = int(pos["finished_5m"]) / DRAIN_WINDOW_MIN
+    capped = ahead >= POSITION_CAP
+    eta = at + timedelta(minutes=(ahead + 1) / per_min) if per_min > 0 else None
+    line = f"{ahead}{'+' if capped else ''} job(s) ahead of it in {row['queue']!r}"
+    if eta is not None:
+        drain = f"the queue drains {per_min:g} jobs/min, so it should start by about {_at(eta)}"
+    else:
+        drain = f"no job of this queue finished in the last {DRAIN_WINDOW_MIN} min, so no ETA"
+    reasons.append(
+        Reason(
+            "position",
+            f"{line} (by priority, then run_at); {drain}.",
+            ends_at=eta,
+            details={"ahead": ahead, "capped": capped, "drain_per_min": per_min},
+        )
+    )
+    return reasons
+
+
+def _workers(row: dict[str, Any], at: datetime) -> list[Reason]:
+    if row["live_workers"] == 0:
+        seen = row["queue_last_seen_at"]
+        when = f"one was last seen at {_at(seen)}" if seen else "none has ever listened to it"
+        return [
+            Reason(
+                "no_live_worker",
+                f"No live worker listens to queue {row['queue']!r}; {when}.",
+                details={"queue": row["queue"], "last_seen_at": seen},
+            )
+        ]
+    if row["live_handler_workers"] == 0:
+        return [
+            Reason(
+                "no_handler",
+                f"{row['live_workers']} live worker(s) listen to queue {row['queue']!r}, but "
+                f"none has a handler named {row['handler']!r} registered.",
+                details={"handler": row["handler"], "live_workers": row["live_workers"]},
+            )
+        ]
+    return []
+
+
+def _held(row: dict[str, Any], at: datetime, stale_s: float, reaper_s: float) -> Reason:
+    beat: datetime | None = row["holder_heartbeat_at"]
+    expires: datetime = row["lock_expires_at"]
+    worker = f"worker {row['holder_name']!r} (#{row['worker_id']})"
+    silent = beat is None or (at - beat).total_seconds() > stale_s or row["holder_status"] == "dead"
+    if silent:
+        acts = expires + timedelta(seconds=reaper_s)
+        since = f"since {_at(beat)}" if beat else "ever"
+        lease = (
+            f"its lease expires at {_at(expires)} and the reaper requeues it by about {_at(acts)}"
+            if expires > at
+            else f"its lease expired at {_at(expires)}; the reaper requeues it by about {_at(acts)}"
+        )
+        return Reason(
+            "holder_silent",
+            f"Held by {worker}, which has not heartbeated {since}: {lease}.",
+            ends_at=acts,
+            details={"worker_id": row["worker_id"], "last_heartbeat_at": beat,
+                     "lock_expires_at": expires},
+        )  # fmt: skip
+    if row["cancel_requested_at"] is not None:
+        return Reason(
+            "cancel_requested",
+            f"Cancel requested; {worker} is stopping it.",
+            details={"worker_id": row["worker_id"]},
+        )
+    return Reason(
+        "running",
+        f"Running on {worker} (attempt {row['attempt']} of {row['max_attempts']}).",
+        details={"worker_id": row["worker_id"]},
+    )
+
+
+def _finished(row: dict[str, Any], status: JobStatus) -> Reason:
+    if status is JobStatus.DONE:
+        return Reason("finished", "Finished successfully.")
+    if status is JobStatus.DEAD_LETTER:
+        return Reason(
+            "dead_lettered",
+            f"Dead-lettered after {row['attempt']} of {row['max_attempts']} attempts "
+            f"({row['last_error'] or 'no error recorded'}); retry it to queue it again.",
+        )
+    if status is JobStatus.CANCELLED:
+        return Reason("cancelled", "Cancelled; retry it to queue it again.")
+    return Reason("failed", f"Failed ({row['last_error']}); about to be retried or dead-lettered.")
