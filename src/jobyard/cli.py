@@ -35,7 +35,7 @@ app = typer.Typer(
 for top_level in (processes.root, enqueue.root, database.root, bench.root):
     app.add_typer(top_level)
 # job_actions adds why, retry, run-now and bulk to the jobs group.
-assert job_actions.jobs_app is jobs.jobs_app
+assert job_actions.why_cmd is not None
 app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(queues.queues_app, name="queues")
 app.add_typer(dlq.dlq_app, name="dlq")
