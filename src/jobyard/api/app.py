@@ -50,6 +50,9 @@ def create_app(settings: Settings, *, pool: Pool | None = None) -> FastAPI:
         try:
             yield
         finally:
+            # Resources the dashboard opened on demand (its one LISTEN connection).
+            for close in getattr(app.state, "closers", []):
+                await close()
             if owned is not None:
                 app.state.pool = None
                 await owned.close()

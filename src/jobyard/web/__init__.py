@@ -13,16 +13,18 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 def mount_dashboard(app: FastAPI) -> None:
     """Add the dashboard's page routes and its static files (CSS, the polling script)."""
-    from jobyard.web.pages import router  # imported here: pages import the api package
+    # Imported here: the page modules import the api package.
+    from jobyard.web import live, pages
 
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for route in router.routes:
-        assert isinstance(route, APIRoute)
-        app.add_api_route(
-            route.path,
-            route.endpoint,
-            methods=sorted(route.methods or ()),
-            include_in_schema=False,
-            name=route.name,
-        )
+    for module in (pages, live):
+        for route in module.router.routes:
+            assert isinstance(route, APIRoute)
+            app.add_api_route(
+                route.path,
+                route.endpoint,
+                methods=sorted(route.methods or ()),
+                include_in_schema=False,
+                name=route.name,
+            )
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -26,7 +26,7 @@ from jobyard.api.deps import POOL_TIMEOUT_S, get_keys, get_pool
 from jobyard.api.errors import STATUS_BY_ERROR
 from jobyard.api.ratelimit import enforce_auth_limit, enforce_enqueue_limit
 from jobyard.api.resources._shared import reject_nul
-from jobyard.core import admin, dlq, read_models, schedules, tenancy, transitions
+from jobyard.core import admin, dlq, live, read_models, schedules, tenancy, transitions
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
 from jobyard.core.ratelimit import RateLimited
 from jobyard.core.read_models import JobFilters
@@ -447,6 +447,7 @@ async def _set_paused(request: Request, project_id: str, queue_id: str, paused: 
     async def build(ctx: Ctx) -> Response:
         qid = QueueId(_id(queue_id, "queue"))
         await admin.set_queue_paused(ctx.conn, ctx.project_id, qid, paused)
+        await live.notify(ctx.conn, "queue", qid)
         log.info("queue paused" if paused else "queue resumed", queue_id=qid)
         done = "paused" if paused else "resumed"
         return _see_other(f"/p/{ctx.project_id}/queues/{qid}?done={done}")
@@ -583,6 +584,7 @@ async def job_cancel(request: Request, project_id: str, job_id: str) -> Response
         jid = JobId(_id(job_id, "job"))
         row = await transitions.cancel(ctx.conn, ctx.project_id, jid)
         job = await read_models.get_job(ctx.conn, ctx.project_id, jid)  # 404 if not this project's
+        await live.notify(ctx.conn, "job", int(job["queue_id"]), jid)
         if row is None:
             context = await job_context(ctx, job_id)
             context["error"] = (
@@ -653,7 +655,10 @@ async def dlq_context(
     for row in page.items:
         full = await read_models.get_dead_letter(ctx.conn, ctx.project_id, int(row["id"]))
         row["payload_text"] = (drafts or {}).get(row["id"], pretty_json(full["payload"]))
-    return ctx.base(letters=page.items, older=page.next_key, errors=errors or {})
+    latest = await read_models.list_dead_letters(ctx.conn, ctx.project_id, limit=10)
+    return ctx.base(
+        letters=page.items, older=page.next_key, errors=errors or {}, latest=latest.items
+    )
 
 
 def parse_payload(raw: object) -> Any:
@@ -713,6 +718,7 @@ async def dlq_save(request: Request, project_id: str, dlq_id: str) -> Response:
         assert ctx.form is not None
         payload = parse_payload(ctx.form.get("payload"))
         await dlq.update_payload(ctx.conn, ctx.project_id, letter_id, payload)
+        await live.notify(ctx.conn, "dlq", None)
         return _see_other(f"/p/{ctx.project_id}/dlq?done=saved#dlq-{letter_id}")
 
     return await _dlq_action(request, project_id, dlq_id, Role.MEMBER, act)
@@ -735,6 +741,7 @@ async def dlq_replay(request: Request, project_id: str, dlq_id: str) -> Response
 async def dlq_delete(request: Request, project_id: str, dlq_id: str) -> Response:
     async def act(ctx: Ctx, letter_id: int) -> Response:
         await dlq.delete(ctx.conn, ctx.project_id, letter_id)
+        await live.notify(ctx.conn, "dlq", None)
         return _see_other(f"/p/{ctx.project_id}/dlq?done=deleted")
 
     return await _dlq_action(request, project_id, dlq_id, Role.ADMIN, act)

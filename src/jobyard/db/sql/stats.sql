@@ -265,3 +265,18 @@ ORDER BY o.slug, p.slug, q.name
 -- name: stats_watermarks_all
 -- How far each source has been folded, and when (the rollup's lag, shown on /metrics).
 SELECT w.source, w.last_id, w.folded_at FROM stats_watermarks w ORDER BY w.source
+
+-- name: live_listen
+-- The API's one dashboard listener: wake-ups (enqueue, promotion, requeue, replay), cancel
+-- requests, and dashboard events (stats folded, queue paused, job cancelled).
+LISTEN jobyard_jobs; LISTEN jobyard_cancel; LISTEN jobyard_events
+
+-- name: live_notify
+-- Tell the dashboards' listeners something changed (payload "kind:queue_id[:job_id]").
+SELECT pg_notify('jobyard_events', %(payload)s)
+
+-- name: live_listeners
+-- Sessions of this database that LISTEN for dashboard events (one per API process).
+SELECT count(*) AS n FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid()
+  AND position('LISTEN jobyard_events' IN query) > 0
