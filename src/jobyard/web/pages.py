@@ -26,7 +26,7 @@ from jobyard.api.deps import POOL_TIMEOUT_S, get_keys, get_pool
 from jobyard.api.errors import STATUS_BY_ERROR
 from jobyard.api.ratelimit import enforce_auth_limit, enforce_enqueue_limit
 from jobyard.api.resources._shared import reject_nul
-from jobyard.core import admin, dlq, live, read_models, schedules, tenancy, transitions
+from jobyard.core import admin, dlq, live, read_models, schedules, stats, tenancy, transitions
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
 from jobyard.core.ratelimit import RateLimited
 from jobyard.core.read_models import JobFilters
@@ -36,7 +36,7 @@ from jobyard.domain.enums import JobStatus, Role, WorkerStatus
 from jobyard.domain.errors import JobyardError, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, OrgId, ProjectId, QueueId
 from jobyard.logs import get_logger
-from jobyard.web import csrf
+from jobyard.web import csrf, svg
 from jobyard.web.session import (
     ACCESS_COOKIE,
     REFRESH_COOKIE,
@@ -354,30 +354,17 @@ async def projects(request: Request) -> Response:
 # ----------------------------------------------------------------------------- overview
 
 
-def _bars(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per-minute throughput as bar heights in twentieths of the tallest minute (CSS classes)."""
-    top = max([int(m["done"]) + int(m["failed"]) for m in series] + [1])
-    return [
-        {
-            "minute": m["minute"],
-            "done": int(m["done"]),
-            "failed": int(m["failed"]),
-            "h_done": round(20 * int(m["done"]) / top),
-            "h_failed": round(20 * int(m["failed"]) / top),
-        }
-        for m in series
-    ]
-
-
 async def overview_context(ctx: Ctx) -> dict[str, Any]:
     metrics = await read_models.project_metrics(ctx.conn, ctx.project_id)
     workers = await read_models.list_workers(
         ctx.conn, ctx.project_id, statuses=[WorkerStatus.ACTIVE, WorkerStatus.DRAINING], limit=20
     )
     series = metrics["throughput"]
+    # The chart reads the scheduler's rollup (never `jobs`); the numbers above it are live.
+    chart = await stats.series(ctx.conn, ctx.project_id, window="1h")
     return ctx.base(
         m=metrics,
-        bars=_bars(series),
+        throughput_svg=svg.throughput(chart),
         per_minute=sum(int(s["done"]) + int(s["failed"]) for s in series[-5:]) / 5,
         workers=workers.items,
         totals={
