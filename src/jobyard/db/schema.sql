@@ -955,7 +955,7 @@ CREATE INDEX job_batches_project_idx ON public.job_batches USING btree (project_
 
 CREATE INDEX job_dependencies_parent_idx ON public.job_dependencies USING btree (depends_on_job_id);
 
-CREATE INDEX job_executions_worker_idx ON public.job_executions USING btree (worker_id) WHERE (worker_id IS NOT NULL);
+CREATE INDEX job_executions_worker_idx ON public.job_executions USING btree (worker_id, id) WHERE (worker_id IS NOT NULL);
 
 CREATE INDEX job_logs_job_idx ON public.job_logs USING btree (job_id, id);
 

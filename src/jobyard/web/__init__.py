@@ -14,10 +14,10 @@ STATIC_DIR = Path(__file__).parent / "static"
 def mount_dashboard(app: FastAPI) -> None:
     """Add the dashboard's page routes and its static files (CSS, the polling script)."""
     # Imported here: the page modules import the api package.
-    from jobyard.web import charts, live, pages
+    from jobyard.web import charts, live, pages, workers
 
     # Route by route (not include_router), so app.routes lists each page as a plain route.
-    for module in (pages, live, charts):
+    for module in (pages, live, charts, workers):
         for route in module.router.routes:
             assert isinstance(route, APIRoute)
             app.add_api_route(

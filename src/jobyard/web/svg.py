@@ -194,3 +194,105 @@ def latency(chart: dict[str, Any], key: str, title: str) -> Markup:
         label=f"{title} percentiles per step, last {chart['window']}",
         y_title=title,
     )
+
+
+NODE_W: Final = 300
+NODE_H: Final = 64
+GAP: Final = 18
+Q_X: Final = 20
+W_X: Final = 620
+TOPO_W: Final = 940
+
+
+def _span(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _node(
+    x: float, y: float, lines_: Sequence[str], *, dead: bool, attrs: str, href: str | None
+) -> str:
+    fill, stroke, ink = ("#edf2f7", "#a0aec0", "#718096") if dead else ("#ffffff", "#4a5568",
+                                                                          "#1a202c")  # fmt: skip
+    bold = ' font-weight="bold"'
+    text = "".join(
+        f'<text x="{x + 12}" y="{y + 20 + 17 * i}" font-size="{13 if i == 0 else 11}" '
+        f'fill="{ink}"{bold if i == 0 else ""}>{escape(line)}</text>'
+        for i, line in enumerate(lines_)
+    )
+    box = (
+        f'<g {attrs}><rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="6" '
+        f'fill="{fill}" stroke="{stroke}"/>{text}</g>'
+    )
+    return f'<a href="{escape(href)}">{box}</a>' if href else box
+
+
+def topology(
+    queues: Sequence[dict[str, Any]], workers: Sequence[dict[str, Any]], *, base: str
+) -> Markup:
+    """Queues (left) and workers (right) as nodes, a connector for each queue a worker serves;
+    in flight / capacity on every node; stopped and dead workers grey with uptime frozen."""
+    rows = max(len(queues), len(workers), 1)
+    height = GAP + rows * (NODE_H + GAP)
+    q_y = {q["name"]: GAP + i * (NODE_H + GAP) for i, q in enumerate(queues)}
+    parts: list[str] = []
+    for i, w in enumerate(workers):
+        y = GAP + i * (NODE_H + GAP)
+        dead = w["status"] not in ("active", "draining")
+        dash = ' stroke-dasharray="4 4"' if dead else ""
+        for name in w["queues"]:
+            if name not in q_y:
+                continue
+            y2 = q_y[name] + NODE_H / 2
+            parts.append(
+                f'<path d="M{W_X},{y + NODE_H / 2:.0f} C{W_X - 150},{y + NODE_H / 2:.0f} '
+                f'{Q_X + NODE_W + 150},{y2:.0f} {Q_X + NODE_W},{y2:.0f}" fill="none" '
+                f'stroke="{"#cbd5e0" if dead else "#4a5568"}" stroke-width="1.5"'
+                f"{dash} "
+                f'data-edge="{escape(w["name"])}→{escape(name)}"/>'
+            )
+    for q in queues:
+        cap = q["max_concurrency"] if q["max_concurrency"] is not None else q["worker_capacity"]
+        state = "paused" if q["is_paused"] else "active"
+        parts.append(
+            _node(
+                Q_X,
+                q_y[q["name"]],
+                [
+                    f"queue {q['name']} · {state}",
+                    f"in flight {q['in_flight']} / {cap}",
+                    f"claimable {q['queued']} · scheduled {q['scheduled']}",
+                ],
+                dead=bool(q["is_paused"]),
+                attrs=f'data-queue="{escape(q["name"])}"',
+                href=f"{base}/queues/{q['id']}",
+            )
+        )
+    for i, w in enumerate(workers):
+        dead = w["status"] not in ("active", "draining")
+        uptime = _span(float(w["uptime_s"]))
+        host = f"{w['hostname'] or '?'}:{w['pid'] or '?'}"
+        parts.append(
+            _node(
+                W_X,
+                GAP + i * (NODE_H + GAP),
+                [
+                    f"{w['name']} · {w['status']}",
+                    f"in flight {w['in_flight']} / {w['capacity']} · {host}",
+                    f"up {uptime}" + (" (frozen at stop)" if dead else ""),
+                ],
+                dead=dead,
+                attrs=f'data-worker="{w["id"]}" data-status="{escape(w["status"])}"',
+                href=f"{base}/workers/{w['id']}",
+            )
+        )
+    label = f"{len(queues)} queues and {len(workers)} workers"
+    return Markup(  # noqa: S704 - every text above was escaped when built
+        f'<svg class="topology" viewBox="0 0 {TOPO_W} {height}" role="img" '
+        f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg">'
+        f"<title>{escape(label)}</title>{''.join(parts)}</svg>"
+    )
