@@ -12,6 +12,8 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 
 RELATIONS_SHOWN = 8
+# A ratio over a handful of rows is noise (a 2-row table with one update is "50 % dead").
+MIN_DEAD_TO_WARN = 1000
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,10 @@ class DbHealth:
         return self.xmin_age_s > self.xmin_warn_s
 
     def relation_warning(self, relation: dict[str, Any]) -> bool:
-        return float(relation["dead_ratio"]) > self.dead_ratio_warn
+        return (
+            int(relation["dead"]) >= MIN_DEAD_TO_WARN
+            and float(relation["dead_ratio"]) > self.dead_ratio_warn
+        )
 
     @property
     def warnings(self) -> list[str]:

@@ -26,7 +26,17 @@ from jobyard.api.deps import POOL_TIMEOUT_S, get_keys, get_pool
 from jobyard.api.errors import STATUS_BY_ERROR
 from jobyard.api.ratelimit import enforce_auth_limit, enforce_enqueue_limit
 from jobyard.api.resources._shared import reject_nul
-from jobyard.core import admin, dlq, live, read_models, schedules, stats, tenancy, transitions
+from jobyard.core import (
+    admin,
+    db_health,
+    dlq,
+    live,
+    read_models,
+    schedules,
+    stats,
+    tenancy,
+    transitions,
+)
 from jobyard.core.auth import AuthenticationFailed, PermissionDenied, user_project_access
 from jobyard.core.ratelimit import RateLimited
 from jobyard.core.read_models import JobFilters
@@ -362,7 +372,14 @@ async def overview_context(ctx: Ctx) -> dict[str, Any]:
     series = metrics["throughput"]
     # The chart reads the scheduler's rollup (never `jobs`); the numbers above it are live.
     chart = await stats.series(ctx.conn, ctx.project_id, window="1h")
+    settings = ctx.request.app.state.settings
+    health = await db_health.read(
+        ctx.conn,
+        xmin_warn_s=settings.health_xmin_warn_s,
+        dead_ratio_warn=settings.health_dead_ratio_warn,
+    )
     return ctx.base(
+        health=health,
         m=metrics,
         throughput_svg=svg.throughput(chart),
         per_minute=sum(int(s["done"]) + int(s["failed"]) for s in series[-5:]) / 5,
