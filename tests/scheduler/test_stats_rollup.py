@@ -152,7 +152,7 @@ async def test_the_chart_query_never_reads_jobs(conn: Conn) -> None:
     plan = await conn.execute(
         "EXPLAIN " + sql("stats_series"),
         {"project_id": q["project_id"], "queue_id": None, "range_s": 604800, "step_s": 7200,
-         "now": T0},
+         "now": T0, "hourly": True},
     )  # fmt: skip
     text = "\n".join(r["QUERY PLAN"] for r in await plan.fetchall())
     assert " jobs " not in text and "on jobs" not in text, text

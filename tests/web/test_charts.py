@@ -45,7 +45,7 @@ async def test_queue_statistics_draw_throughput_and_percentiles_with_axes(
     await expect(chart).to_contain_text("time (UTC)")
     await expect(page.locator("[data-total='succeeded']")).to_have_text("40")  # last hour
     await page.click("#windows a:has-text('24h')")
-    await expect(page.locator("#chart-throughput svg")).to_contain_text("runs per 15 minutes")
+    await expect(page.locator("#chart-throughput svg")).to_contain_text("runs per hour")
     await expect(page.locator("[data-total='succeeded']")).to_have_text("50")
     await expect(page.locator("#chart-run svg")).to_contain_text("run time (seconds)")
     await expect(page.locator("#chart-run svg path[data-series='p99']")).to_have_count(1)

@@ -4,7 +4,6 @@ ratio, each with a warning past its configurable threshold (issue 15 point 6).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from playwright.async_api import Page, expect
@@ -16,11 +15,10 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def strict_health(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def strict_health(monkeypatch: pytest.MonkeyPatch) -> None:
     # Read by the API process the `server` fixture starts after this one.
     monkeypatch.setenv("JOBYARD_HEALTH_XMIN_WARN_S", "1")
     monkeypatch.setenv("JOBYARD_HEALTH_DEAD_RATIO_WARN", "0.1")
-    yield
 
 
 async def test_a_held_xmin_and_dead_rows_raise_warnings(

@@ -21,11 +21,11 @@ from jobyard.domain.errors import ValidationFailed
 from jobyard.domain.ids import ProjectId, QueueId
 from jobyard.domain.stats import BOUNDS_MS, FOLD_LAG_S, RETAIN_DAYS, percentile
 
-# Chart windows: name → (range, step) in seconds; about 60–100 points each.
-WINDOWS: Final[dict[str, tuple[int, int]]] = {
-    "1h": (3600, 60),
-    "24h": (86400, 900),
-    "7d": (7 * 86400, 7200),
+# Chart windows: name → (range, step, read hour buckets) in seconds; 24–84 points each.
+WINDOWS: Final[dict[str, tuple[int, int, bool]]] = {
+    "1h": (3600, 60, False),
+    "24h": (86400, 3600, True),
+    "7d": (7 * 86400, 7200, True),
 }
 
 
@@ -77,12 +77,11 @@ async def fold(
 async def prune(
     conn: Conn, *, days: int = RETAIN_DAYS, batch: int = 10_000, now: datetime | None = None
 ) -> int:
-    return await run.execute(
-        conn, "stats_prune", {"days": days, "batch": batch, "now": sql_now(now)}
-    )
+    row = await run.one(conn, "stats_prune", {"days": days, "batch": batch, "now": sql_now(now)})
+    return int(row["n"]) if row else 0
 
 
-def _window(name: str) -> tuple[int, int]:
+def _window(name: str) -> tuple[int, int, bool]:
     try:
         return WINDOWS[name]
     except KeyError:
@@ -106,7 +105,7 @@ async def series(
 ) -> dict[str, Any]:
     """One chart's data: per step, runs succeeded/failed, enqueued, dead-lettered, and run-time
     and queue-wait percentiles (estimated from the histograms, in ms); plus window totals."""
-    range_s, step_s = _window(window)
+    range_s, step_s, hourly = _window(window)
     rows = await run.all_rows(
         conn,
         "stats_series",
@@ -115,6 +114,7 @@ async def series(
             "queue_id": queue_id,
             "range_s": range_s,
             "step_s": step_s,
+            "hourly": hourly,
             "now": sql_now(now),
         },
     )

@@ -625,6 +625,35 @@ CREATE TABLE public.queue_stats (
     CONSTRAINT queue_stats_timed_out_check CHECK ((timed_out >= 0))
 );
 
+CREATE TABLE public.queue_stats_hourly (
+    queue_id bigint CONSTRAINT queue_stats_queue_id_not_null NOT NULL,
+    bucket timestamp with time zone CONSTRAINT queue_stats_bucket_not_null NOT NULL,
+    enqueued bigint DEFAULT 0 CONSTRAINT queue_stats_enqueued_not_null NOT NULL,
+    succeeded bigint DEFAULT 0 CONSTRAINT queue_stats_succeeded_not_null NOT NULL,
+    failed bigint DEFAULT 0 CONSTRAINT queue_stats_failed_not_null NOT NULL,
+    timed_out bigint DEFAULT 0 CONSTRAINT queue_stats_timed_out_not_null NOT NULL,
+    lease_lost bigint DEFAULT 0 CONSTRAINT queue_stats_lease_lost_not_null NOT NULL,
+    released bigint DEFAULT 0 CONSTRAINT queue_stats_released_not_null NOT NULL,
+    cancelled bigint DEFAULT 0 CONSTRAINT queue_stats_cancelled_not_null NOT NULL,
+    retried bigint DEFAULT 0 CONSTRAINT queue_stats_retried_not_null NOT NULL,
+    dead_lettered bigint DEFAULT 0 CONSTRAINT queue_stats_dead_lettered_not_null NOT NULL,
+    run_hist bigint[] DEFAULT '{}'::bigint[] CONSTRAINT queue_stats_run_hist_not_null NOT NULL,
+    run_sum_ms double precision DEFAULT 0 CONSTRAINT queue_stats_run_sum_ms_not_null NOT NULL,
+    wait_hist bigint[] DEFAULT '{}'::bigint[] CONSTRAINT queue_stats_wait_hist_not_null NOT NULL,
+    wait_sum_ms double precision DEFAULT 0 CONSTRAINT queue_stats_wait_sum_ms_not_null NOT NULL,
+    CONSTRAINT queue_stats_cancelled_check CHECK ((cancelled >= 0)),
+    CONSTRAINT queue_stats_dead_lettered_check CHECK ((dead_lettered >= 0)),
+    CONSTRAINT queue_stats_enqueued_check CHECK ((enqueued >= 0)),
+    CONSTRAINT queue_stats_failed_check CHECK ((failed >= 0)),
+    CONSTRAINT queue_stats_hist_len CHECK (((cardinality(run_hist) <= 64) AND (cardinality(wait_hist) <= 64))),
+    CONSTRAINT queue_stats_hourly_hour CHECK ((bucket = date_trunc('hour'::text, bucket))),
+    CONSTRAINT queue_stats_lease_lost_check CHECK ((lease_lost >= 0)),
+    CONSTRAINT queue_stats_released_check CHECK ((released >= 0)),
+    CONSTRAINT queue_stats_retried_check CHECK ((retried >= 0)),
+    CONSTRAINT queue_stats_succeeded_check CHECK ((succeeded >= 0)),
+    CONSTRAINT queue_stats_timed_out_check CHECK ((timed_out >= 0))
+);
+
 CREATE TABLE public.queue_stats_totals (
     queue_id bigint NOT NULL,
     enqueued bigint DEFAULT 0 NOT NULL,
@@ -892,6 +921,9 @@ ALTER TABLE ONLY public.projects
 ALTER TABLE ONLY public.projects
     ADD CONSTRAINT projects_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.queue_stats_hourly
+    ADD CONSTRAINT queue_stats_hourly_pkey PRIMARY KEY (queue_id, bucket);
+
 ALTER TABLE ONLY public.queue_stats
     ADD CONSTRAINT queue_stats_pkey PRIMARY KEY (queue_id, bucket);
 
@@ -980,6 +1012,8 @@ CREATE INDEX jobs_scheduled_idx ON public.jobs USING btree (run_at) WHERE (statu
 CREATE INDEX organization_members_user_idx ON public.organization_members USING btree (user_id);
 
 CREATE INDEX queue_stats_bucket_idx ON public.queue_stats USING btree (bucket);
+
+CREATE INDEX queue_stats_hourly_bucket_idx ON public.queue_stats_hourly USING btree (bucket);
 
 CREATE INDEX rate_limit_counters_window_idx ON public.rate_limit_counters USING btree (window_start);
 
@@ -1082,6 +1116,9 @@ ALTER TABLE ONLY public.organization_members
 
 ALTER TABLE ONLY public.projects
     ADD CONSTRAINT projects_org_id_fkey FOREIGN KEY (org_id) REFERENCES public.organizations(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.queue_stats_hourly
+    ADD CONSTRAINT queue_stats_hourly_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES public.queues(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.queue_stats
     ADD CONSTRAINT queue_stats_queue_id_fkey FOREIGN KEY (queue_id) REFERENCES public.queues(id) ON DELETE CASCADE;

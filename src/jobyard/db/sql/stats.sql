@@ -5,7 +5,9 @@
 -- FOR UPDATE SKIP LOCKED: a second scheduler replica folds nothing instead of folding twice.
 
 -- name: stats_fold_executions
--- Fold up to `batch` finished runs into queue_stats / queue_stats_totals; returns the count.
+-- Fold up to `batch` finished runs into queue_stats (minute), queue_stats_hourly and
+-- queue_stats_totals; returns the count. Histogram slots are counted with one FILTER each
+-- (16 slots: domain/stats.py BOUNDS_MS has 15 bounds), never with a per-row function.
 -- explain: {"batch": 1000, "lag_s": 2.0, "bounds": [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 1800000]}
 WITH wm AS (
     SELECT w.last_id FROM stats_watermarks w WHERE w.source = 'executions'
@@ -39,6 +41,7 @@ WITH wm AS (
     JOIN jobs j ON j.id = b.job_id
     WHERE b.id < cut.young
 ), slotted AS MATERIALIZED (
+    -- Slot i holds values in (bound[i-1], bound[i]]: the number of bounds below the value.
     SELECT t.*,
            CASE WHEN t.duration_ms IS NOT NULL THEN
                (SELECT count(*) FROM unnest(%(bounds)s::float8[]) x WHERE x < t.duration_ms)::int
@@ -47,21 +50,7 @@ WITH wm AS (
                (SELECT count(*) FROM unnest(%(bounds)s::float8[]) x WHERE x < t.wait_ms)::int
            END AS wait_slot
     FROM taken t
-), hist AS (
-    -- Every (queue, minute) × slot, counted; a cross join of the batch with 16 slots.
-    SELECT s.queue_id, s.bucket, g.slot,
-           count(*) FILTER (WHERE s.run_slot = g.slot) AS run_n,
-           count(*) FILTER (WHERE s.wait_slot = g.slot) AS wait_n
-    FROM slotted s
-    CROSS JOIN generate_series(0, cardinality(%(bounds)s::float8[])) AS g(slot)
-    GROUP BY s.queue_id, s.bucket, g.slot
-), hists AS (
-    SELECT h.queue_id, h.bucket,
-           array_agg(h.run_n ORDER BY h.slot)::bigint[] AS run_hist,
-           array_agg(h.wait_n ORDER BY h.slot)::bigint[] AS wait_hist
-    FROM hist h
-    GROUP BY h.queue_id, h.bucket
-), per AS (
+), per AS MATERIALIZED (
     SELECT s.queue_id, s.bucket,
            count(*) FILTER (WHERE s.outcome = 'succeeded') AS succeeded,
            count(*) FILTER (WHERE s.outcome = 'failed') AS failed,
@@ -70,24 +59,56 @@ WITH wm AS (
            count(*) FILTER (WHERE s.outcome = 'released') AS released,
            count(*) FILTER (WHERE s.outcome = 'cancelled') AS cancelled,
            count(*) FILTER (WHERE s.retried) AS retried,
-           min(hs.run_hist) AS run_hist,
            coalesce(sum(s.duration_ms), 0)::float8 AS run_sum_ms,
            count(s.run_slot) AS run_count,
-           min(hs.wait_hist) AS wait_hist,
            coalesce(sum(s.wait_ms), 0)::float8 AS wait_sum_ms,
-           count(s.wait_slot) AS wait_count
+           count(s.wait_slot) AS wait_count,
+           count(*) FILTER (WHERE s.run_slot = 0) AS r0,
+           count(*) FILTER (WHERE s.run_slot = 1) AS r1,
+           count(*) FILTER (WHERE s.run_slot = 2) AS r2,
+           count(*) FILTER (WHERE s.run_slot = 3) AS r3,
+           count(*) FILTER (WHERE s.run_slot = 4) AS r4,
+           count(*) FILTER (WHERE s.run_slot = 5) AS r5,
+           count(*) FILTER (WHERE s.run_slot = 6) AS r6,
+           count(*) FILTER (WHERE s.run_slot = 7) AS r7,
+           count(*) FILTER (WHERE s.run_slot = 8) AS r8,
+           count(*) FILTER (WHERE s.run_slot = 9) AS r9,
+           count(*) FILTER (WHERE s.run_slot = 10) AS r10,
+           count(*) FILTER (WHERE s.run_slot = 11) AS r11,
+           count(*) FILTER (WHERE s.run_slot = 12) AS r12,
+           count(*) FILTER (WHERE s.run_slot = 13) AS r13,
+           count(*) FILTER (WHERE s.run_slot = 14) AS r14,
+           count(*) FILTER (WHERE s.run_slot = 15) AS r15,
+           count(*) FILTER (WHERE s.wait_slot = 0) AS w0,
+           count(*) FILTER (WHERE s.wait_slot = 1) AS w1,
+           count(*) FILTER (WHERE s.wait_slot = 2) AS w2,
+           count(*) FILTER (WHERE s.wait_slot = 3) AS w3,
+           count(*) FILTER (WHERE s.wait_slot = 4) AS w4,
+           count(*) FILTER (WHERE s.wait_slot = 5) AS w5,
+           count(*) FILTER (WHERE s.wait_slot = 6) AS w6,
+           count(*) FILTER (WHERE s.wait_slot = 7) AS w7,
+           count(*) FILTER (WHERE s.wait_slot = 8) AS w8,
+           count(*) FILTER (WHERE s.wait_slot = 9) AS w9,
+           count(*) FILTER (WHERE s.wait_slot = 10) AS w10,
+           count(*) FILTER (WHERE s.wait_slot = 11) AS w11,
+           count(*) FILTER (WHERE s.wait_slot = 12) AS w12,
+           count(*) FILTER (WHERE s.wait_slot = 13) AS w13,
+           count(*) FILTER (WHERE s.wait_slot = 14) AS w14,
+           count(*) FILTER (WHERE s.wait_slot = 15) AS w15
     FROM slotted s
-    JOIN hists hs ON hs.queue_id = s.queue_id AND hs.bucket = s.bucket
+    WHERE EXISTS (SELECT 1 FROM queues q WHERE q.id = s.queue_id)  -- runs of a deleted queue
     GROUP BY s.queue_id, s.bucket
 ), buckets AS (
     INSERT INTO queue_stats AS qs (queue_id, bucket, succeeded, failed, timed_out, lease_lost,
                                    released, cancelled, retried, run_hist, run_sum_ms,
                                    wait_hist, wait_sum_ms)
     SELECT p.queue_id, p.bucket, p.succeeded, p.failed, p.timed_out, p.lease_lost, p.released,
-           p.cancelled, p.retried, p.run_hist, p.run_sum_ms, p.wait_hist, p.wait_sum_ms
+           p.cancelled, p.retried,
+           ARRAY[p.r0, p.r1, p.r2, p.r3, p.r4, p.r5, p.r6, p.r7, p.r8, p.r9, p.r10, p.r11, p.r12, p.r13, p.r14, p.r15]::bigint[],
+           p.run_sum_ms,
+           ARRAY[p.w0, p.w1, p.w2, p.w3, p.w4, p.w5, p.w6, p.w7, p.w8, p.w9, p.w10, p.w11, p.w12, p.w13, p.w14, p.w15]::bigint[],
+           p.wait_sum_ms
     FROM per p
-    -- Runs of a queue deleted meanwhile have nowhere to go.
-    WHERE EXISTS (SELECT 1 FROM queues q WHERE q.id = p.queue_id)
     ORDER BY p.queue_id, p.bucket
     ON CONFLICT (queue_id, bucket) DO UPDATE SET
         succeeded = qs.succeeded + EXCLUDED.succeeded,
@@ -102,16 +123,44 @@ WITH wm AS (
         wait_hist = int8_array_add(qs.wait_hist, EXCLUDED.wait_hist),
         wait_sum_ms = qs.wait_sum_ms + EXCLUDED.wait_sum_ms
     RETURNING 1
+), hours AS (
+    INSERT INTO queue_stats_hourly AS qh (queue_id, bucket, succeeded, failed, timed_out,
+                                          lease_lost, released, cancelled, retried, run_hist,
+                                          run_sum_ms, wait_hist, wait_sum_ms)
+    SELECT p.queue_id, date_trunc('hour', p.bucket), sum(p.succeeded), sum(p.failed),
+           sum(p.timed_out), sum(p.lease_lost), sum(p.released), sum(p.cancelled),
+           sum(p.retried),
+           ARRAY[sum(p.r0), sum(p.r1), sum(p.r2), sum(p.r3), sum(p.r4), sum(p.r5), sum(p.r6), sum(p.r7), sum(p.r8), sum(p.r9), sum(p.r10), sum(p.r11), sum(p.r12), sum(p.r13), sum(p.r14), sum(p.r15)]::bigint[],
+           sum(p.run_sum_ms),
+           ARRAY[sum(p.w0), sum(p.w1), sum(p.w2), sum(p.w3), sum(p.w4), sum(p.w5), sum(p.w6), sum(p.w7), sum(p.w8), sum(p.w9), sum(p.w10), sum(p.w11), sum(p.w12), sum(p.w13), sum(p.w14), sum(p.w15)]::bigint[],
+           sum(p.wait_sum_ms)
+    FROM per p
+    GROUP BY p.queue_id, date_trunc('hour', p.bucket)
+    ORDER BY p.queue_id, date_trunc('hour', p.bucket)
+    ON CONFLICT (queue_id, bucket) DO UPDATE SET
+        succeeded = qh.succeeded + EXCLUDED.succeeded,
+        failed = qh.failed + EXCLUDED.failed,
+        timed_out = qh.timed_out + EXCLUDED.timed_out,
+        lease_lost = qh.lease_lost + EXCLUDED.lease_lost,
+        released = qh.released + EXCLUDED.released,
+        cancelled = qh.cancelled + EXCLUDED.cancelled,
+        retried = qh.retried + EXCLUDED.retried,
+        run_hist = int8_array_add(qh.run_hist, EXCLUDED.run_hist),
+        run_sum_ms = qh.run_sum_ms + EXCLUDED.run_sum_ms,
+        wait_hist = int8_array_add(qh.wait_hist, EXCLUDED.wait_hist),
+        wait_sum_ms = qh.wait_sum_ms + EXCLUDED.wait_sum_ms
+    RETURNING 1
 ), totals AS (
     INSERT INTO queue_stats_totals AS t (queue_id, succeeded, failed, timed_out, lease_lost,
                                          released, cancelled, retried, run_hist, run_sum_ms,
                                          run_count, wait_hist, wait_sum_ms, wait_count)
     SELECT p.queue_id, sum(p.succeeded), sum(p.failed), sum(p.timed_out), sum(p.lease_lost),
-           sum(p.released), sum(p.cancelled), sum(p.retried), int8_array_sum(p.run_hist),
-           sum(p.run_sum_ms), sum(p.run_count), int8_array_sum(p.wait_hist),
+           sum(p.released), sum(p.cancelled), sum(p.retried),
+           ARRAY[sum(p.r0), sum(p.r1), sum(p.r2), sum(p.r3), sum(p.r4), sum(p.r5), sum(p.r6), sum(p.r7), sum(p.r8), sum(p.r9), sum(p.r10), sum(p.r11), sum(p.r12), sum(p.r13), sum(p.r14), sum(p.r15)]::bigint[],
+           sum(p.run_sum_ms), sum(p.run_count),
+           ARRAY[sum(p.w0), sum(p.w1), sum(p.w2), sum(p.w3), sum(p.w4), sum(p.w5), sum(p.w6), sum(p.w7), sum(p.w8), sum(p.w9), sum(p.w10), sum(p.w11), sum(p.w12), sum(p.w13), sum(p.w14), sum(p.w15)]::bigint[],
            sum(p.wait_sum_ms), sum(p.wait_count)
     FROM per p
-    WHERE EXISTS (SELECT 1 FROM queues q WHERE q.id = p.queue_id)
     GROUP BY p.queue_id
     ORDER BY p.queue_id
     ON CONFLICT (queue_id) DO UPDATE SET
@@ -142,7 +191,7 @@ WITH wm AS (
 SELECT (SELECT count(*) FROM taken) AS folded,
        (SELECT count(*) FROM batch) AS seen,
        (SELECT coalesce(array_agg(queue_id), '{}') FROM totals) AS queue_ids,
-       (SELECT count(*) FROM buckets) AS buckets,
+       (SELECT count(*) FROM buckets) + (SELECT count(*) FROM hours) AS buckets,
        (SELECT count(*) FROM moved) AS moved
 
 -- name: stats_fold_counts
@@ -182,6 +231,17 @@ WITH wm AS (
         enqueued = qs.enqueued + EXCLUDED.enqueued,
         dead_lettered = qs.dead_lettered + EXCLUDED.dead_lettered
     RETURNING 1
+), hours AS (
+    INSERT INTO queue_stats_hourly AS qh (queue_id, bucket, enqueued, dead_lettered)
+    SELECT p.queue_id, date_trunc('hour', p.bucket),
+           CASE WHEN %(source)s = 'jobs' THEN sum(p.n) ELSE 0 END,
+           CASE WHEN %(source)s = 'dead_letters' THEN sum(p.n) ELSE 0 END
+    FROM per p GROUP BY p.queue_id, date_trunc('hour', p.bucket)
+    ORDER BY p.queue_id, date_trunc('hour', p.bucket)
+    ON CONFLICT (queue_id, bucket) DO UPDATE SET
+        enqueued = qh.enqueued + EXCLUDED.enqueued,
+        dead_lettered = qh.dead_lettered + EXCLUDED.dead_lettered
+    RETURNING 1
 ), totals AS (
     INSERT INTO queue_stats_totals AS t (queue_id, enqueued, dead_lettered)
     SELECT p.queue_id,
@@ -204,24 +264,37 @@ WITH wm AS (
 SELECT (SELECT coalesce(sum(n), 0) FROM per)::bigint AS folded,
        (SELECT count(*) FROM src) AS seen,
        (SELECT coalesce(array_agg(queue_id), '{}') FROM totals) AS queue_ids,
-       (SELECT count(*) FROM buckets) AS buckets,
+       (SELECT count(*) FROM buckets) + (SELECT count(*) FROM hours) AS buckets,
        (SELECT count(*) FROM moved) AS moved
 
 -- name: stats_prune
--- Delete minute buckets older than the retention (bounded batch, oldest first).
-DELETE FROM queue_stats s
-WHERE (s.queue_id, s.bucket) IN (
-    SELECT x.queue_id, x.bucket FROM queue_stats x
-    WHERE x.bucket < coalesce(%(now)s, now()) - make_interval(days => %(days)s)
-    ORDER BY x.bucket LIMIT %(batch)s)
+-- Delete minute and hour buckets older than the retention (bounded batches, oldest first).
+WITH minutes AS (
+    DELETE FROM queue_stats s
+    WHERE (s.queue_id, s.bucket) IN (
+        SELECT x.queue_id, x.bucket FROM queue_stats x
+        WHERE x.bucket < coalesce(%(now)s, now()) - make_interval(days => %(days)s)
+        ORDER BY x.bucket LIMIT %(batch)s)
+    RETURNING 1
+), hours AS (
+    DELETE FROM queue_stats_hourly s
+    WHERE (s.queue_id, s.bucket) IN (
+        SELECT x.queue_id, x.bucket FROM queue_stats_hourly x
+        WHERE x.bucket < coalesce(%(now)s, now()) - make_interval(days => %(days)s)
+        ORDER BY x.bucket LIMIT %(batch)s)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM minutes) + (SELECT count(*) FROM hours) AS n
 
 -- name: stats_notify
 -- Tell dashboards (the API's one listener) which queues got new statistics.
 SELECT pg_notify('jobyard_events', 'stats:' || array_to_string(%(queue_ids)s::bigint[], ','))
 
 -- name: stats_series
--- One project's (or one queue's) minute buckets over a window, summed per step (a chart).
--- explain: {"queue_id": null, "range_s": 604800, "step_s": 7200}
+-- One project's (or one queue's) buckets over a window, summed per step (a chart): minute
+-- buckets when `hourly` is false, hour buckets otherwise (a 7-day chart reads ≤ 168 rows per
+-- queue). Histograms are summed slot by slot (unnest), never with a per-row function.
+-- explain: {"queue_id": null, "range_s": 604800, "step_s": 7200, "hourly": true}
 WITH steps AS (
     SELECT generate_series(
         date_bin(make_interval(secs => %(step_s)s),
@@ -230,26 +303,50 @@ WITH steps AS (
         date_bin(make_interval(secs => %(step_s)s), coalesce(%(now)s, now()),
                  timestamptz '2000-01-01'),
         make_interval(secs => %(step_s)s)) AS t
-), agg AS (
-    SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01') AS t,
-           sum(s.succeeded) AS succeeded,
-           sum(s.failed + s.timed_out) AS failed,
-           sum(s.enqueued) AS enqueued,
-           sum(s.dead_lettered) AS dead_lettered,
-           int8_array_sum(s.run_hist) AS run_hist,
-           int8_array_sum(s.wait_hist) AS wait_hist
+), src AS MATERIALIZED (
+    SELECT s.bucket, s.succeeded, s.failed, s.timed_out, s.enqueued, s.dead_lettered,
+           s.run_hist, s.wait_hist
     FROM queue_stats s
     JOIN queues q ON q.id = s.queue_id
-    WHERE q.project_id = %(project_id)s
+    WHERE NOT %(hourly)s AND q.project_id = %(project_id)s
       AND (%(queue_id)s::bigint IS NULL OR s.queue_id = %(queue_id)s::bigint)
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
-    GROUP BY 1
+    UNION ALL
+    SELECT s.bucket, s.succeeded, s.failed, s.timed_out, s.enqueued, s.dead_lettered,
+           s.run_hist, s.wait_hist
+    FROM queue_stats_hourly s
+    JOIN queues q ON q.id = s.queue_id
+    WHERE %(hourly)s AND q.project_id = %(project_id)s
+      AND (%(queue_id)s::bigint IS NULL OR s.queue_id = %(queue_id)s::bigint)
+      AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
+), binned AS MATERIALIZED (
+    SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01') AS t,
+           s.*
+    FROM src s
+), counts AS (
+    SELECT b.t, sum(b.succeeded) AS succeeded, sum(b.failed + b.timed_out) AS failed,
+           sum(b.enqueued) AS enqueued, sum(b.dead_lettered) AS dead_lettered
+    FROM binned b GROUP BY b.t
+), run_slots AS (
+    SELECT b.t, u.i, sum(u.n) AS n
+    FROM binned b, unnest(b.run_hist) WITH ORDINALITY AS u(n, i)
+    GROUP BY b.t, u.i
+), wait_slots AS (
+    SELECT b.t, u.i, sum(u.n) AS n
+    FROM binned b, unnest(b.wait_hist) WITH ORDINALITY AS u(n, i)
+    GROUP BY b.t, u.i
+), hists AS (
+    SELECT c.t,
+           (SELECT array_agg(r.n ORDER BY r.i) FROM run_slots r WHERE r.t = c.t) AS run_hist,
+           (SELECT array_agg(w.n ORDER BY w.i) FROM wait_slots w WHERE w.t = c.t) AS wait_hist
+    FROM counts c
 )
-SELECT st.t, coalesce(a.succeeded, 0) AS succeeded, coalesce(a.failed, 0) AS failed,
-       coalesce(a.enqueued, 0) AS enqueued, coalesce(a.dead_lettered, 0) AS dead_lettered,
-       coalesce(a.run_hist, '{}') AS run_hist, coalesce(a.wait_hist, '{}') AS wait_hist
+SELECT st.t, coalesce(c.succeeded, 0) AS succeeded, coalesce(c.failed, 0) AS failed,
+       coalesce(c.enqueued, 0) AS enqueued, coalesce(c.dead_lettered, 0) AS dead_lettered,
+       coalesce(h.run_hist, '{}') AS run_hist, coalesce(h.wait_hist, '{}') AS wait_hist
 FROM steps st
-LEFT JOIN agg a ON a.t = st.t
+LEFT JOIN counts c ON c.t = st.t
+LEFT JOIN hists h ON h.t = st.t
 ORDER BY st.t
 
 -- name: stats_totals_all

@@ -2,7 +2,7 @@
 
 - `queue_stats`: one row per queue and minute — runs finished by outcome, jobs enqueued, retried
   and dead-lettered, and histograms (bucket counts, not cumulative) of run time and queue wait.
-  Kept for 8 days (the 7-day charts read it).
+  Kept for 8 days; `queue_stats_hourly` holds the same per hour (the 24-hour and 7-day charts).
 - `queue_stats_totals`: the same counters since the queue was created, never pruned: the
   Prometheus counters and histograms are monotonic across restarts and rollup retention.
 - `stats_watermarks`: the last row id folded from each source table (job_executions, jobs,
@@ -60,6 +60,15 @@ CREATE TABLE queue_stats (
 );
 CREATE INDEX queue_stats_bucket_idx ON queue_stats (bucket);
 
+-- The same per hour: the 24-hour and 7-day charts read at most 168 rows per queue.
+CREATE TABLE queue_stats_hourly (LIKE queue_stats INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+ALTER TABLE queue_stats_hourly
+    DROP CONSTRAINT queue_stats_minute,
+    ADD CONSTRAINT queue_stats_hourly_hour CHECK (bucket = date_trunc('hour', bucket)),
+    ADD PRIMARY KEY (queue_id, bucket),
+    ADD FOREIGN KEY (queue_id) REFERENCES queues(id) ON DELETE CASCADE;
+CREATE INDEX queue_stats_hourly_bucket_idx ON queue_stats_hourly (bucket);
+
 CREATE TABLE queue_stats_totals (
     queue_id bigint PRIMARY KEY REFERENCES queues(id) ON DELETE CASCADE,
     enqueued bigint NOT NULL DEFAULT 0 CHECK (enqueued >= 0),
@@ -101,6 +110,7 @@ DROP INDEX job_executions_worker_idx;
 CREATE INDEX job_executions_worker_idx ON job_executions (worker_id) WHERE worker_id IS NOT NULL;
 DROP TABLE stats_watermarks;
 DROP TABLE queue_stats_totals;
+DROP TABLE queue_stats_hourly;
 DROP TABLE queue_stats;
 DROP AGGREGATE int8_array_sum(bigint[]);
 DROP FUNCTION int8_array_add(bigint[], bigint[]);
