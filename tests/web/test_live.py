@@ -76,6 +76,7 @@ async def test_a_dead_letter_appears_on_the_dlq_page_when_the_rollup_folds_it(
         1, timeout=5000
     )
     assert polled == []
+    await page.screenshot(path=screenshot_path("live-dlq.png"), full_page=True)
 
 
 async def test_the_job_page_shows_a_cancel_from_another_tab(

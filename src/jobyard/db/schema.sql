@@ -981,6 +981,8 @@ CREATE INDEX dead_letter_jobs_fingerprint_idx ON public.dead_letter_jobs USING b
 
 CREATE INDEX dead_letter_jobs_job_idx ON public.dead_letter_jobs USING btree (job_id) WHERE (job_id IS NOT NULL);
 
+CREATE INDEX dead_letter_jobs_open_idx ON public.dead_letter_jobs USING btree (project_id, queue_id) WHERE (replayed_at IS NULL);
+
 CREATE INDEX dead_letter_jobs_project_idx ON public.dead_letter_jobs USING btree (project_id, id DESC);
 
 CREATE INDEX job_batches_project_idx ON public.job_batches USING btree (project_id, id);

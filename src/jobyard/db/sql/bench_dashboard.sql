@@ -80,7 +80,7 @@ SELECT min(id) AS first_id, count(*) AS n FROM made
 -- + 1; the job's last run carries its outcome, earlier ones failed.
 WITH spec AS (
     SELECT e, (e - 1) %% %(terminal)s AS k, (e - 1) / %(terminal)s + 1 AS seq
-    FROM generate_series(1, %(n)s) e
+    FROM generate_series(1::bigint, %(n)s) e
 ), runs AS (
     SELECT s.*, (s.k / 950) * 1000 + s.k %% 950 + 1 AS g,
            2 + (s.k < %(extra)s)::int AS runs

@@ -9,6 +9,8 @@
   dead_letter_jobs); the fold locks its row FOR UPDATE SKIP LOCKED, so scheduler replicas never
   fold a row twice.
 - `int8_array_add` / `int8_array_sum`: element-wise sum of histogram arrays.
+- `dead_letter_jobs_open_idx`: dead letters not replayed, per project and queue (the counts on
+  the overview, the queue page and /metrics read it instead of every dead letter ever kept).
 - `job_executions_worker_idx` becomes (worker_id, id): the worker page's "recent runs" reads a
   worker's newest runs from it instead of sorting all of them (still one index, same write cost).
 
@@ -98,6 +100,8 @@ CREATE TABLE stats_watermarks (
 DROP INDEX job_executions_worker_idx;
 CREATE INDEX job_executions_worker_idx ON job_executions (worker_id, id)
     WHERE worker_id IS NOT NULL;
+CREATE INDEX dead_letter_jobs_open_idx ON dead_letter_jobs (project_id, queue_id)
+    WHERE replayed_at IS NULL;
 
 INSERT INTO stats_watermarks (source, last_id)
 SELECT 'executions', coalesce(max(id), 0) FROM job_executions
@@ -106,6 +110,7 @@ UNION ALL SELECT 'dead_letters', coalesce(max(id), 0) FROM dead_letter_jobs;
 """
 
 DOWNGRADE = r"""
+DROP INDEX dead_letter_jobs_open_idx;
 DROP INDEX job_executions_worker_idx;
 CREATE INDEX job_executions_worker_idx ON job_executions (worker_id) WHERE worker_id IS NOT NULL;
 DROP TABLE stats_watermarks;
