@@ -37,6 +37,9 @@ OWNERS: dict[str, frozenset[str]] = {
     "tenancy_": frozenset({"core/tenancy.py"}),
     "seed_": frozenset({"db/seed.py"}),
     "clock_": frozenset({"core/enqueue.py", "core/maintenance.py"}),
+    "stats_": frozenset({"core/stats.py"}),
+    "live_": frozenset({"core/live.py"}),
+    "dash_": frozenset({"benchmarks/dashboard.py"}),
 }
 READ_PREFIXES = ("read_", "bench_", "health_")
 

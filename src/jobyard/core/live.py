@@ -19,3 +19,8 @@ async def listeners(conn: Conn) -> int:
     """How many sessions LISTEN for dashboard events (a test counts them: one per API process)."""
     row = await run.one(conn, "live_listeners")
     return int(row["n"]) if row else 0
+
+
+async def listen(conn: Conn) -> None:
+    """Subscribe `conn` (the API process's one listener) to every channel dashboards follow."""
+    await run.execute(conn, "live_listen")

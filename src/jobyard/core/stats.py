@@ -19,7 +19,7 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import ValidationFailed
 from jobyard.domain.ids import ProjectId, QueueId
-from jobyard.domain.stats import BOUNDS_MS, FOLD_LAG_S, RETAIN_DAYS, percentile
+from jobyard.domain.stats import BOUNDS_MS, FOLD_LAG_S, RETAIN_DAYS, SLOTS, percentile
 
 # Chart windows: name → (range, step, read hour buckets) in seconds; 24–84 points each.
 WINDOWS: Final[dict[str, tuple[int, int, bool]]] = {
@@ -118,25 +118,40 @@ async def series(
             "now": sql_now(now),
         },
     )
+    # The first rows are the steps (zeros); bucket rows follow, each labelled with its step.
+    steps: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        step = steps.get(r["t"])
+        if step is None:
+            if not r["is_step"]:
+                continue  # a bucket before the first step (the window's partial edge)
+            step = steps[r["t"]] = {
+                "succeeded": 0, "failed": 0, "enqueued": 0, "dead_lettered": 0,
+                "run_hist": [0] * SLOTS, "wait_hist": [0] * SLOTS,
+            }  # fmt: skip
+        for key in ("succeeded", "failed", "enqueued", "dead_lettered"):
+            step[key] += int(r[key])
+        for key in ("run_hist", "wait_hist"):
+            for i, n in enumerate(r[key] or []):
+                step[key][i] += int(n)
     points = [
         {
-            "t": r["t"],
-            "succeeded": int(r["succeeded"]),
-            "failed": int(r["failed"]),
-            "enqueued": int(r["enqueued"]),
-            "dead_lettered": int(r["dead_lettered"]),
-            "run_ms": _pcts(r["run_hist"]),
-            "wait_ms": _pcts(r["wait_hist"]),
+            "t": t,
+            "succeeded": v["succeeded"],
+            "failed": v["failed"],
+            "enqueued": v["enqueued"],
+            "dead_lettered": v["dead_lettered"],
+            "run_ms": _pcts(v["run_hist"]),
+            "wait_ms": _pcts(v["wait_hist"]),
         }
-        for r in rows
+        for t, v in sorted(steps.items())
     ]
-    run_all = [0] * (len(BOUNDS_MS) + 1)
-    wait_all = [0] * (len(BOUNDS_MS) + 1)
-    for r in rows:
-        for i, n in enumerate(r["run_hist"] or []):
-            run_all[i] += int(n)
-        for i, n in enumerate(r["wait_hist"] or []):
-            wait_all[i] += int(n)
+    run_all = [0] * SLOTS
+    wait_all = [0] * SLOTS
+    for v in steps.values():
+        for i in range(SLOTS):
+            run_all[i] += v["run_hist"][i]
+            wait_all[i] += v["wait_hist"][i]
     return {
         "window": window,
         "step_s": step_s,

@@ -26,8 +26,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
 
 from jobyard.api.deps import get_keys
-from jobyard.core import clock, read_models
-from jobyard.db import run
+from jobyard.core import clock, live, read_models
 from jobyard.db.pool import connect
 from jobyard.domain.enums import Role
 from jobyard.domain.errors import JobyardError, ValidationFailed
@@ -129,7 +128,7 @@ class LiveHub:
                     self.conninfo, autocommit=True, application_name=APPLICATION_NAME
                 )
                 try:
-                    await run.execute(conn, "live_listen")
+                    await live.listen(conn)
                     self.connected.set()
                     failures = 0
                     # Whatever happened while not listening: every page renders once.

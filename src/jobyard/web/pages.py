@@ -364,25 +364,37 @@ async def projects(request: Request) -> Response:
 # ----------------------------------------------------------------------------- overview
 
 
+def rollup_metrics(live: dict[str, Any], chart: dict[str, Any]) -> dict[str, Any]:
+    """The page's `m`: live depth and workers, plus the last hour of finished runs from the
+    scheduler's rollup (core.stats), so no page aggregates `job_executions` at request time."""
+    t = chart["totals"]
+    return {
+        **live,
+        "last_hour": {"succeeded": t["succeeded"], "failed": t["failed"], "timed_out": 0},
+        "latency_ms": {"run": t["run_ms"], "queue_wait": t["wait_ms"]},
+    }
+
+
 async def overview_context(ctx: Ctx) -> dict[str, Any]:
-    metrics = await read_models.project_metrics(ctx.conn, ctx.project_id)
+    live_now = await read_models.project_live(ctx.conn, ctx.project_id)
     workers = await read_models.list_workers(
         ctx.conn, ctx.project_id, statuses=[WorkerStatus.ACTIVE, WorkerStatus.DRAINING], limit=20
     )
-    series = metrics["throughput"]
-    # The chart reads the scheduler's rollup (never `jobs`); the numbers above it are live.
+    # The chart and the last hour's figures read the scheduler's rollup (never `jobs`).
     chart = await stats.series(ctx.conn, ctx.project_id, window="1h")
+    metrics = rollup_metrics(live_now, chart)
     settings = ctx.request.app.state.settings
     health = await db_health.read(
         ctx.conn,
         xmin_warn_s=settings.health_xmin_warn_s,
         dead_ratio_warn=settings.health_dead_ratio_warn,
     )
+    last5 = chart["points"][-5:]
     return ctx.base(
         health=health,
         m=metrics,
         throughput_svg=svg.throughput(chart),
-        per_minute=sum(int(s["done"]) + int(s["failed"]) for s in series[-5:]) / 5,
+        per_minute=sum(p["succeeded"] + p["failed"] for p in last5) / 5,
         workers=workers.items,
         totals={
             k: sum(int(q[k]) for q in metrics["queues"])
@@ -414,9 +426,9 @@ async def overview_partial(request: Request, project_id: str) -> Response:
 async def queues(request: Request, project_id: str) -> Response:
     async def build(ctx: Ctx) -> Response:
         page = await read_models.list_queues(ctx.conn, ctx.project_id, limit=500)
-        metrics = await read_models.project_metrics(ctx.conn, ctx.project_id)
-        stats = {q["id"]: q for q in metrics["queues"]}
-        return render("queues.html", **ctx.base(queues=page.items, stats=stats))
+        live_now = await read_models.project_live(ctx.conn, ctx.project_id)
+        by_id = {q["id"]: q for q in live_now["queues"]}
+        return render("queues.html", **ctx.base(queues=page.items, stats=by_id))
 
     return await _handle(request, build, project_id=project_id)
 
@@ -424,7 +436,9 @@ async def queues(request: Request, project_id: str) -> Response:
 async def queue_context(ctx: Ctx, raw_queue_id: str) -> dict[str, Any]:
     queue_id = QueueId(_id(raw_queue_id, "queue"))
     queue = await read_models.get_queue(ctx.conn, ctx.project_id, queue_id)
-    metrics = await read_models.project_metrics(ctx.conn, ctx.project_id, queue=queue["name"])
+    live_now = await read_models.project_live(ctx.conn, ctx.project_id, queue=queue["name"])
+    chart = await stats.series(ctx.conn, ctx.project_id, window="1h", queue_id=queue_id)
+    metrics = rollup_metrics(live_now, chart)
     recent = await read_models.list_jobs(
         ctx.conn, ctx.project_id, JobFilters(queue=queue["name"]), limit=20
     )

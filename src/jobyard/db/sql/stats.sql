@@ -291,9 +291,10 @@ SELECT (SELECT count(*) FROM minutes) + (SELECT count(*) FROM hours) AS n
 SELECT pg_notify('jobyard_events', 'stats:' || array_to_string(%(queue_ids)s::bigint[], ','))
 
 -- name: stats_series
--- One project's (or one queue's) buckets over a window, summed per step (a chart): minute
--- buckets when `hourly` is false, hour buckets otherwise (a 7-day chart reads ≤ 168 rows per
--- queue). Histograms are summed slot by slot (unnest), never with a per-row function.
+-- The buckets of one project (or one queue) over a window, each labelled with its chart step
+-- `t`, after one empty row per step (so every step is present): minute buckets when `hourly`
+-- is false, hour buckets otherwise (a 7-day chart reads at most 168 rows per queue). core.stats
+-- adds them up per step; histograms are summed there, not by a per-row SQL function.
 -- explain: {"queue_id": null, "range_s": 604800, "step_s": 7200, "hourly": true}
 WITH steps AS (
     SELECT generate_series(
@@ -303,51 +304,30 @@ WITH steps AS (
         date_bin(make_interval(secs => %(step_s)s), coalesce(%(now)s, now()),
                  timestamptz '2000-01-01'),
         make_interval(secs => %(step_s)s)) AS t
-), src AS MATERIALIZED (
-    SELECT s.bucket, s.succeeded, s.failed, s.timed_out, s.enqueued, s.dead_lettered,
-           s.run_hist, s.wait_hist
+), src AS (
+    SELECT s.bucket, s.succeeded, s.failed + s.timed_out AS failed, s.enqueued,
+           s.dead_lettered, s.run_hist, s.wait_hist
     FROM queue_stats s
     JOIN queues q ON q.id = s.queue_id
     WHERE NOT %(hourly)s AND q.project_id = %(project_id)s
       AND (%(queue_id)s::bigint IS NULL OR s.queue_id = %(queue_id)s::bigint)
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
     UNION ALL
-    SELECT s.bucket, s.succeeded, s.failed, s.timed_out, s.enqueued, s.dead_lettered,
+    SELECT s.bucket, s.succeeded, s.failed + s.timed_out, s.enqueued, s.dead_lettered,
            s.run_hist, s.wait_hist
     FROM queue_stats_hourly s
     JOIN queues q ON q.id = s.queue_id
     WHERE %(hourly)s AND q.project_id = %(project_id)s
       AND (%(queue_id)s::bigint IS NULL OR s.queue_id = %(queue_id)s::bigint)
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
-), binned AS MATERIALIZED (
-    SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01') AS t,
-           s.*
-    FROM src s
-), counts AS (
-    SELECT b.t, sum(b.succeeded) AS succeeded, sum(b.failed + b.timed_out) AS failed,
-           sum(b.enqueued) AS enqueued, sum(b.dead_lettered) AS dead_lettered
-    FROM binned b GROUP BY b.t
-), run_slots AS (
-    SELECT b.t, u.i, sum(u.n) AS n
-    FROM binned b, unnest(b.run_hist) WITH ORDINALITY AS u(n, i)
-    GROUP BY b.t, u.i
-), wait_slots AS (
-    SELECT b.t, u.i, sum(u.n) AS n
-    FROM binned b, unnest(b.wait_hist) WITH ORDINALITY AS u(n, i)
-    GROUP BY b.t, u.i
-), hists AS (
-    SELECT c.t,
-           (SELECT array_agg(r.n ORDER BY r.i) FROM run_slots r WHERE r.t = c.t) AS run_hist,
-           (SELECT array_agg(w.n ORDER BY w.i) FROM wait_slots w WHERE w.t = c.t) AS wait_hist
-    FROM counts c
 )
-SELECT st.t, coalesce(c.succeeded, 0) AS succeeded, coalesce(c.failed, 0) AS failed,
-       coalesce(c.enqueued, 0) AS enqueued, coalesce(c.dead_lettered, 0) AS dead_lettered,
-       coalesce(h.run_hist, '{}') AS run_hist, coalesce(h.wait_hist, '{}') AS wait_hist
+SELECT st.t, true AS is_step, 0::bigint AS succeeded, 0::bigint AS failed, 0::bigint AS enqueued,
+       0::bigint AS dead_lettered, '{}'::bigint[] AS run_hist, '{}'::bigint[] AS wait_hist
 FROM steps st
-LEFT JOIN counts c ON c.t = st.t
-LEFT JOIN hists h ON h.t = st.t
-ORDER BY st.t
+UNION ALL
+SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01'), false,
+       s.succeeded, s.failed, s.enqueued, s.dead_lettered, s.run_hist, s.wait_hist
+FROM src s
 
 -- name: stats_totals_all
 -- Every queue's counters since creation, with org/project/queue names (the /metrics scrape).
