@@ -12,6 +12,7 @@ from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import ProjectId, WorkerId
 
 RECENT_RUNS: Final = 20
+HELD_SHOWN: Final = 500
 TOPOLOGY_WORKERS: Final = 40
 
 
@@ -22,7 +23,13 @@ async def worker_detail(
     worker = await run.one(conn, "read_worker_detail", params)
     if worker is None:
         raise NotFound("worker not found")
-    worker["held"] = await run.all_rows(conn, "read_worker_held_jobs", params)
+    worker["held"] = await run.all_rows(
+        conn, "read_worker_held_jobs", {**params, "held_shown": HELD_SHOWN}
+    )
+    worker["in_flight"] = len(worker["held"])
+    if worker["in_flight"] >= HELD_SHOWN:  # more than the page lists: count them all
+        row = await run.one(conn, "read_worker_in_flight", params)
+        worker["in_flight"] = int(row["n"]) if row else 0
     worker["recent_runs"] = await run.all_rows(
         conn, "read_worker_recent_runs", {**params, "limit": RECENT_RUNS}
     )

@@ -3,20 +3,18 @@
 -- name: read_worker_detail
 -- One worker of a project: identity, handlers when workers report them (read through to_jsonb
 -- so this query works whether or not the `handlers` column exists), uptime frozen at stop.
+-- Its in-flight count is the length of read_worker_held_jobs (one read of the held jobs).
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        to_jsonb(w) -> 'handlers' AS handlers,
        extract(epoch FROM coalesce(w.stopped_at, coalesce(%(now)s, now())) - w.started_at)::float8
-           AS uptime_s,
-       (SELECT count(*) FROM jobs j
-        WHERE j.project_id = %(project_id)s AND j.worker_id = w.id
-          AND j.status IN ('claimed', 'running')) AS in_flight
+           AS uptime_s
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 
 -- name: read_worker_held_jobs
 -- Jobs a worker holds now (claimed or running), bounded by its capacity.
--- explain: {"worker_id": 1}
+-- explain: {"worker_id": 1, "held_shown": 500}
 SELECT j.id, q.name AS queue, j.handler, j.status, j.attempt, j.max_attempts, j.claimed_at,
        j.started_at, j.lock_expires_at, j.execution_seq
 FROM jobs j
@@ -24,7 +22,7 @@ JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s AND j.worker_id = %(worker_id)s
   AND j.status IN ('claimed', 'running')
 ORDER BY j.claimed_at, j.id
-LIMIT 500
+LIMIT %(held_shown)s
 
 -- name: read_worker_recent_runs
 -- A worker's most recent finished runs, newest first (job_executions_worker_idx: worker, id).
@@ -54,3 +52,9 @@ LEFT JOIN (SELECT j.worker_id, count(*) AS n FROM jobs j
 WHERE w.project_id = %(project_id)s
 ORDER BY (w.status IN ('active', 'draining')) DESC, w.id DESC
 LIMIT %(limit)s
+
+-- name: read_worker_in_flight
+-- How many jobs a worker holds (only asked when more are held than the page lists).
+SELECT count(*) AS n FROM jobs j
+WHERE j.project_id = %(project_id)s AND j.worker_id = %(worker_id)s
+  AND j.status IN ('claimed', 'running')
