@@ -28,7 +28,7 @@ from jobyard.api.routes import ALL_ROUTES, Route, Scope, classification_problems
 from jobyard.core.auth import SigningKeys
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
-from jobyard.web.pages import router as dashboard_router
+from jobyard.web import dashboard_routers
 from tests.api.conftest import KEY_ROLES, Tenant
 from tests.api.route_fixtures import ROUTE_FIXTURES, Call, FixtureContext
 
@@ -41,9 +41,14 @@ OUTSIDE_TABLE = {
     ("GET", "/api/v1/docs"),
 }
 OUTSIDE_TABLE_MOUNTS = {"/api/v1/docs/assets", "/static"}
-# The dashboard's pages (jobyard.web.pages.router): served by the API process, never under /api.
+# The dashboard's pages (jobyard.web.dashboard_routers()): served by the API process, never
+# under /api.
 DASHBOARD_ROUTES = {
-    (m, r.path) for r in dashboard_router.routes if isinstance(r, StarletteRoute) for m in r.methods
+    (m, r.path)
+    for router in dashboard_routers()
+    for r in router.routes
+    if isinstance(r, StarletteRoute)
+    for m in r.methods
 }
 GHOST_ID = 4_000_000_000_000_000_000  # a valid bigint no tenant has
 
