@@ -11,7 +11,7 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
+.PHONY: help install browser promtool test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,7 +32,10 @@ install: $(VENV)/.installed ## create .venv from uv.lock (idempotent)
 browser: ## install Debian's chromium for the dashboard tests (needs root; no-op when present)
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-test: install browser ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
+promtool: ## install Debian's prometheus package for `promtool check metrics` (no-op when present)
+	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }
+
+test: install browser promtool ## run the whole test suite (embedded PostgreSQL unless JOBYARD_TEST_DATABASE_URL is set)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 test-workflows-slow: install ## the workflow tests with the 1,000-job batch repeated 20 times

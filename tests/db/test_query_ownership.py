@@ -43,6 +43,9 @@ OWNERS: dict[str, frozenset[str]] = {
     "action_": frozenset({"core/actions.py"}),
     "why_": frozenset({"core/why.py"}),
     "failure_": frozenset({"core/failures.py", "core/actions.py"}),
+    "stats_": frozenset({"core/stats.py"}),
+    "live_": frozenset({"core/live.py"}),
+    "dash_": frozenset({"benchmarks/dashboard.py"}),
 }
 READ_PREFIXES = ("read_", "bench_", "health_")
 

@@ -55,6 +55,7 @@ def test_defaults_match_the_documented_intervals() -> None:
         "reaper": 10.0,
         "sweeper": 15.0,
         "retention": 3600.0,
+        "stats": 1.0,
     }
     reaper = services["reaper"].config
     assert isinstance(reaper, ReaperConfig)

@@ -7,8 +7,11 @@ import re
 import pytest
 from playwright.async_api import Page, expect
 
+from jobyard.core import enqueue, stats
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
+from jobyard.domain.ids import ProjectId
+from jobyard.domain.schemas import JobCreate
 from tests.web.conftest import HOSTILE, Seed, scalar, screenshot_path, ui_sign_in
 
 pytestmark = pytest.mark.browser
@@ -17,6 +20,7 @@ pytestmark = pytest.mark.browser
 async def test_overview_shows_the_seeded_queues_with_numbers_from_sql(
     page: Page, seed: Seed, conn: Conn
 ) -> None:
+    await stats.fold(conn, lag_s=0)  # the scheduler's stats loop: the last hour's figures
     await ui_sign_in(page, seed.a)
     await page.click(f"a[href='/p/{seed.project}']")
     rows = page.locator("#overview-queues tbody tr")
@@ -36,11 +40,9 @@ async def test_overview_shows_the_seeded_queues_with_numbers_from_sql(
     await expect(page.locator("[data-stat='queued']")).to_have_text(str(total))
     ok = await scalar(conn, "SELECT count(*) FROM job_executions WHERE outcome = 'succeeded'")
     await expect(page.locator("[data-stat='succeeded']")).to_have_text(str(ok))
-    # Live: a job enqueued now shows up through the 2 s partial refresh, without a reload.
-    await conn.execute(
-        "INSERT INTO jobs (project_id, queue_id, handler) VALUES (%s, %s, 'late')",
-        (seed.project, seed.queues["default"]),
-    )
+    # Live: a job enqueued now (its NOTIFY reaches the page's event stream) shows without a
+    # reload; tests/web/test_live.py covers the stream itself.
+    await enqueue.enqueue(conn, ProjectId(seed.project), JobCreate(queue="default", handler="late"))
     await expect(page.locator("[data-stat='queued']")).to_have_text(str(total + 1), timeout=8000)
     await page.screenshot(path=screenshot_path("overview.png"), full_page=True)
 

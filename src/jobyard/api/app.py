@@ -56,6 +56,9 @@ def create_app(
         try:
             yield
         finally:
+            # Resources the dashboard opened on demand (its one LISTEN connection).
+            for close in getattr(app.state, "closers", []):
+                await close()
             if owned is not None:
                 app.state.pool = None
                 await owned.close()

@@ -3,7 +3,11 @@
 The database is the system of record, so every API replica reports the same numbers and any one
 of them can be scraped: one snapshot (two queries over unfinished jobs and live workers, see
 `core.read_models.cluster_snapshot`) per scrape, handed to a custom collector on a throwaway
-registry. No counter lives in process memory, so a restart loses nothing.
+registry. No counter lives in process memory, so a restart loses nothing: the counters and
+histograms (finished, enqueued, retried, dead-lettered; run time and queue wait) are the
+scheduler's rollup totals (`queue_stats_totals`, core.stats), monotonic by construction, and
+the database-health gauges come from pg_stat_activity / pg_stat_user_tables (core.db_health).
+docs/METRICS.md lists every metric with an example alert.
 
 Access: the scrape names every organization, project and queue of every tenant, so it needs a
 credential: `Authorization: Bearer <JOBYARD_METRICS_TOKEN>` (Prometheus `authorization:
@@ -16,19 +20,26 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Header, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from pydantic import SecretStr
 
 from jobyard.api.deps import ConnDep
 from jobyard.api.routes import Route, Scope
-from jobyard.core import clock, read_models
+from jobyard.core import clock, db_health, read_models, stats
 from jobyard.core.auth import AuthenticationFailed
+from jobyard.core.db_health import DbHealth
 from jobyard.core.read_models import ClusterSnapshot
+from jobyard.domain.stats import BOUNDS_MS, OUTCOMES, hist_slots
 
 STATES = ("queued", "scheduled", "waiting", "claimed", "running")
 
@@ -36,9 +47,17 @@ STATES = ("queued", "scheduled", "waiting", "claimed", "running")
 class SnapshotCollector(Collector):
     """Yields gauges from one database snapshot."""
 
-    def __init__(self, snapshot: ClusterSnapshot, scrape_s: float) -> None:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        scrape_s: float,
+        totals: list[dict[str, Any]] | None = None,
+        health: DbHealth | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.scrape_s = scrape_s
+        self.totals = totals or []
+        self.health = health
 
     def collect(self) -> Iterator[Metric]:
         queue_labels = ["org", "project", "queue"]
@@ -86,16 +105,106 @@ class SnapshotCollector(Collector):
             in_flight.add_metric(key, float(w["in_flight"]))
         yield from (workers, capacity, in_flight)
 
+        yield from self._counters()
+        yield from self._health()
         yield GaugeMetricFamily(
             "jobyard_scrape_duration_seconds",
             "Time this scrape spent reading the database.",
             value=self.scrape_s,
         )
 
+    def _counters(self) -> Iterator[Metric]:
+        labels = ["org", "project", "queue"]
+        finished = CounterMetricFamily(
+            "jobyard_jobs_finished",
+            "Runs finished, by outcome (succeeded, failed, timed_out, lease_lost, released, "
+            "cancelled).",
+            labels=[*labels, "outcome"],
+        )
+        simple = {
+            "enqueued": CounterMetricFamily(
+                "jobyard_jobs_enqueued",
+                "Jobs enqueued (delayed and batch included).",
+                labels=labels,
+            ),
+            "retried": CounterMetricFamily(
+                "jobyard_jobs_retried",
+                "Failed runs that left attempts, so the job was scheduled again.",
+                labels=labels,
+            ),
+            "dead_lettered": CounterMetricFamily(
+                "jobyard_jobs_dead_lettered", "Jobs moved to the dead-letter queue.", labels=labels
+            ),
+        }
+        run_hist = HistogramMetricFamily(
+            "jobyard_job_run_seconds", "Run time of finished runs.", labels=labels
+        )
+        wait_hist = HistogramMetricFamily(
+            "jobyard_job_wait_seconds",
+            "Queue wait of finished jobs' last run: from due (run_at) to started.",
+            labels=labels,
+        )
+        for t in self.totals:
+            key = [t["org"], t["project"], t["queue"]]
+            for outcome in OUTCOMES:
+                finished.add_metric([*key, outcome], float(t[outcome]))
+            for column, family in simple.items():
+                family.add_metric(key, float(t[column]))
+            run_hist.add_metric(
+                key, buckets=_buckets(t["run_hist"]), sum_value=float(t["run_sum_ms"]) / 1000.0
+            )
+            wait_hist.add_metric(
+                key, buckets=_buckets(t["wait_hist"]), sum_value=float(t["wait_sum_ms"]) / 1000.0
+            )
+        yield from (finished, *simple.values(), run_hist, wait_hist)
 
-def render(snapshot: ClusterSnapshot, scrape_s: float) -> bytes:
+    def _health(self) -> Iterator[Metric]:
+        if self.health is None:
+            return
+        h = self.health
+        yield GaugeMetricFamily(
+            "jobyard_db_oldest_xmin_age_seconds",
+            "Age of the oldest transaction holding the xmin horizon (0 when none).",
+            value=h.xmin_age_s,
+        )
+        yield GaugeMetricFamily(
+            "jobyard_db_oldest_xmin_age_transactions",
+            "Transactions since the oldest held xmin (how far vacuum lags behind).",
+            value=float(h.xmin_holder["xmin_age_xids"]) if h.xmin_holder else 0.0,
+        )
+        ratio = GaugeMetricFamily(
+            "jobyard_db_dead_tuple_ratio",
+            "Dead tuples / (live + dead) of the busiest tables (jobs always included).",
+            labels=["relation"],
+        )
+        dead = GaugeMetricFamily(
+            "jobyard_db_dead_tuples", "Dead tuples of the busiest tables.", labels=["relation"]
+        )
+        for r in h.relations:
+            ratio.add_metric([r["relation"]], float(r["dead_ratio"]))
+            dead.add_metric([r["relation"]], float(r["dead"]))
+        yield from (ratio, dead)
+
+
+def _buckets(hist: list[int] | None) -> list[tuple[str, float]]:
+    """Stored per-slot counts → Prometheus' cumulative (le, count) pairs, ms → seconds."""
+    counts = hist_slots(hist)
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip([*BOUNDS_MS, None], counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound is None else repr(bound / 1000.0), float(running)))
+    return out
+
+
+def render(
+    snapshot: ClusterSnapshot,
+    scrape_s: float,
+    totals: list[dict[str, Any]] | None = None,
+    health: DbHealth | None = None,
+) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snapshot, scrape_s))
+    registry.register(SnapshotCollector(snapshot, scrape_s, totals, health))
     return generate_latest(registry)
 
 
@@ -123,7 +232,14 @@ async def scrape(
     _check_token(settings.metrics_token, settings.metrics_public, authorization)
     started = clock.monotonic()
     snapshot = await read_models.cluster_snapshot(conn)
-    body = render(snapshot, clock.monotonic() - started)
+    totals = await stats.totals(conn)
+    settings = request.app.state.settings
+    health = await db_health.read(
+        conn,
+        xmin_warn_s=settings.health_xmin_warn_s,
+        dead_ratio_warn=settings.health_dead_ratio_warn,
+    )
+    body = render(snapshot, clock.monotonic() - started, totals, health)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)
 
 

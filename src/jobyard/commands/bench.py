@@ -153,3 +153,45 @@ def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: boo
     for key, value in medians.items():
         values = [r[key] for r in rounds]
         err.print(f"{key:28} {value:>12,.3f}   ({min(values):,.3f} – {max(values):,.3f})")
+
+
+@root.command("bench-dashboard")
+def bench_dashboard_cmd(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="20,000 jobs instead of 1,000,000 (a smoke run).")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Also write the markdown table to this file."),
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Keep the database afterwards (prints its URL).")
+    ] = False,
+    data_dir: DataDir = None,
+) -> None:
+    """Time every dashboard page and list/aggregate API at 1,000,000 jobs (p50/p95 of 20)."""
+    from jobyard.benchmarks import dashboard  # loads only for this command
+
+    settings = load_settings(data_dir=data_dir)
+    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    size = dashboard.QUICK if quick else dashboard.FULL
+    try:
+        with err.status("building the data set…") as status:
+
+            def progress(message: str) -> None:
+                status.update(message + "…")
+                err.print(f"[dim]·[/] {message}")
+
+            result = dashboard.run_dashboard_bench(admin_url, size, progress, keep=keep)
+    except (JobyardError, RuntimeError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"cannot reach the database ({type(exc).__name__})", "is it running?") from None
+    table = dashboard.markdown(result)
+    print(table)
+    if output is not None:
+        output.write_text(table, encoding="utf-8")
+        err.print(f"wrote {output}")
+    slow = [t.name for t in result.timings if not t.ok]
+    if slow:
+        raise fail(f"over {dashboard.BUDGET_MS:.0f} ms at p95 (or not 200): {', '.join(slow)}")

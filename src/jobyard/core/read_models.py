@@ -274,25 +274,15 @@ async def project_metrics(
     """Depth per queue (claimable and scheduled apart), in flight vs capacity, per-minute
     throughput for the last hour, outcome counts and latency percentiles (optionally one queue)."""
     base = {"project_id": project_id, "now": sql_now(now)}
-    queues = await run.all_rows(conn, "read_metrics_queues", base)
-    if queue is not None:
-        queues = [q for q in queues if q["name"] == queue]
-        if not queues:
-            raise NotFound(f"queue {queue!r} does not exist in this project", field="queue")
-    workers = await run.one(conn, "read_metrics_workers", base)
-    assert workers is not None
+    live = await project_live(conn, project_id, queue=queue, now=now)
+    queues, workers = live["queues"], live["workers"]
     series = await run.all_rows(conn, "read_metrics_throughput", {**base, "queue": queue})
     outcomes = await run.one(conn, "read_metrics_outcomes", {**base, "queue": queue})
     assert outcomes is not None
     return {
         "queue": queue,
         "queues": queues,
-        "workers": {
-            "active": workers["active"],
-            "draining": workers["draining"],
-            "capacity": workers["capacity"],
-            "in_flight": workers["in_flight"],
-        },
+        "workers": workers,
         "throughput": series,
         "last_hour": {
             k: outcomes[k]
@@ -309,6 +299,31 @@ async def project_metrics(
         "latency_ms": {
             "run": _percentiles(outcomes["run_ms"]),
             "queue_wait": _percentiles(outcomes["wait_ms"]),
+        },
+    }
+
+
+async def project_live(
+    conn: Conn, project_id: ProjectId, *, queue: str | None = None, now: datetime | None = None
+) -> dict[str, Any]:
+    """The live half of project_metrics: depth per queue and worker totals (unfinished jobs and
+    live workers only, so its cost follows the backlog, never the history). The dashboard pairs
+    it with the rollup (core.stats) for everything about finished runs."""
+    base = {"project_id": project_id, "now": sql_now(now)}
+    queues = await run.all_rows(conn, "read_metrics_queues", base)
+    if queue is not None:
+        queues = [q for q in queues if q["name"] == queue]
+        if not queues:
+            raise NotFound(f"queue {queue!r} does not exist in this project", field="queue")
+    workers = await run.one(conn, "read_metrics_workers", base)
+    assert workers is not None
+    return {
+        "queues": queues,
+        "workers": {
+            "active": workers["active"],
+            "draining": workers["draining"],
+            "capacity": workers["capacity"],
+            "in_flight": workers["in_flight"],
         },
     }
 

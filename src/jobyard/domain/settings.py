@@ -80,6 +80,13 @@ class Settings(BaseSettings):
     retention_workers_s: float = Field(default=14 * 86400.0, gt=0)
     retention_batches_s: float = Field(default=7 * 86400.0, gt=0)
     retention_batch: int = Field(default=5000, ge=1, le=100_000)
+    # The stats rollup (charts, /metrics counters): how often it folds new rows.
+    stats_interval_s: float = Field(default=1.0, gt=0, le=3600)
+
+    # Database health on the dashboard and /metrics: warn when the oldest transaction holding
+    # the xmin horizon is older than this, or a hot table's dead tuples exceed this fraction.
+    health_xmin_warn_s: float = Field(default=300.0, gt=0, le=86400 * 30)
+    health_dead_ratio_warn: float = Field(default=0.2, gt=0, le=1)
 
     @classmethod
     def settings_customise_sources(

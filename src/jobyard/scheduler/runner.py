@@ -27,6 +27,7 @@ from jobyard.scheduler.promoter import Promoter, PromoterConfig
 from jobyard.scheduler.reaper import Reaper, ReaperConfig
 from jobyard.scheduler.retention import Retention, RetentionConfig
 from jobyard.scheduler.service import ConnectionSource, LoopService
+from jobyard.scheduler.stats_rollup import StatsConfig, StatsRollup
 from jobyard.scheduler.sweeper import Sweeper, SweeperConfig
 
 log = get_logger("jobyard.scheduler")
@@ -39,7 +40,7 @@ SHUTDOWN_GRACE_S = 10.0
 
 
 def build_services(settings: Settings) -> list[LoopService]:
-    """The five loops, configured from Settings (each Config validates its own fields)."""
+    """The six loops, configured from Settings (each Config validates its own fields)."""
     return [
         CronMaterializer(CronConfig(interval_s=settings.cron_interval_s)),
         Promoter(PromoterConfig(interval_s=settings.promoter_interval_s)),
@@ -69,6 +70,7 @@ def build_services(settings: Settings) -> list[LoopService]:
                 batches_age_s=settings.retention_batches_s,
             )
         ),
+        StatsRollup(StatsConfig(interval_s=settings.stats_interval_s)),
     ]
 
 

@@ -16,11 +16,20 @@ NOT_DASHBOARD = ("/api/", "/metrics", "/healthz", "/readyz", "/static/")
 
 
 def dashboard_routers() -> list[APIRouter]:
-    """Every router of the dashboard's screens (one module per screen group)."""
-    # Imported here: pages import the api package.
-    from jobyard.web import console, invitations, pages, workflows
+    """Every dashboard module's router: pages, operator actions, invitations, workflows, live
+    streams, statistics, worker pages."""
+    # Imported here: the page modules import the api package.
+    from jobyard.web import charts, console, invitations, live, pages, workers, workflows
 
-    return [pages.router, console.router, invitations.router, workflows.router]
+    return [
+        pages.router,
+        console.router,
+        invitations.router,
+        workflows.router,
+        live.router,
+        charts.router,
+        workers.router,
+    ]
 
 
 def mount_dashboard(app: FastAPI) -> None:

@@ -32,10 +32,13 @@ from jobyard.api.ratelimit import (
 from jobyard.api.resources._shared import reject_nul
 from jobyard.core import (
     admin,
+    db_health,
     dlq,
     job_logs,
+    live,
     read_models,
     schedules,
+    stats,
     tenancy,
     transitions,
     why,
@@ -52,7 +55,7 @@ from jobyard.domain.errors import JobyardError, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, OrgId, ProjectId, QueueId
 from jobyard.domain.lifecycle import operator_sources
 from jobyard.logs import get_logger
-from jobyard.web import csrf
+from jobyard.web import csrf, svg
 from jobyard.web.session import (
     ACCESS_COOKIE,
     REFRESH_COOKIE,
@@ -390,31 +393,37 @@ async def projects(request: Request) -> Response:
 # ----------------------------------------------------------------------------- overview
 
 
-def _bars(series: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per-minute throughput as bar heights in twentieths of the tallest minute (CSS classes)."""
-    top = max([int(m["done"]) + int(m["failed"]) for m in series] + [1])
-    return [
-        {
-            "minute": m["minute"],
-            "done": int(m["done"]),
-            "failed": int(m["failed"]),
-            "h_done": round(20 * int(m["done"]) / top),
-            "h_failed": round(20 * int(m["failed"]) / top),
-        }
-        for m in series
-    ]
+def rollup_metrics(live: dict[str, Any], chart: dict[str, Any]) -> dict[str, Any]:
+    """The page's `m`: live depth and workers, plus the last hour of finished runs from the
+    scheduler's rollup (core.stats), so no page aggregates `job_executions` at request time."""
+    t = chart["totals"]
+    return {
+        **live,
+        "last_hour": {"succeeded": t["succeeded"], "failed": t["failed"], "timed_out": 0},
+        "latency_ms": {"run": t["run_ms"], "queue_wait": t["wait_ms"]},
+    }
 
 
 async def overview_context(ctx: Ctx) -> dict[str, Any]:
-    metrics = await read_models.project_metrics(ctx.conn, ctx.project_id)
+    live_now = await read_models.project_live(ctx.conn, ctx.project_id)
     workers = await read_models.list_workers(
         ctx.conn, ctx.project_id, statuses=[WorkerStatus.ACTIVE, WorkerStatus.DRAINING], limit=20
     )
-    series = metrics["throughput"]
+    # The chart and the last hour's figures read the scheduler's rollup (never `jobs`).
+    chart = await stats.series(ctx.conn, ctx.project_id, window="1h")
+    metrics = rollup_metrics(live_now, chart)
+    settings = ctx.request.app.state.settings
+    health = await db_health.read(
+        ctx.conn,
+        xmin_warn_s=settings.health_xmin_warn_s,
+        dead_ratio_warn=settings.health_dead_ratio_warn,
+    )
+    last5 = chart["points"][-5:]
     return ctx.base(
+        health=health,
         m=metrics,
-        bars=_bars(series),
-        per_minute=sum(int(s["done"]) + int(s["failed"]) for s in series[-5:]) / 5,
+        throughput_svg=svg.throughput(chart),
+        per_minute=sum(p["succeeded"] + p["failed"] for p in last5) / 5,
         workers=workers.items,
         totals={
             k: sum(int(q[k]) for q in metrics["queues"])
@@ -446,9 +455,9 @@ async def overview_partial(request: Request, project_id: str) -> Response:
 async def queues(request: Request, project_id: str) -> Response:
     async def build(ctx: Ctx) -> Response:
         page = await read_models.list_queues(ctx.conn, ctx.project_id, limit=500)
-        metrics = await read_models.project_metrics(ctx.conn, ctx.project_id)
-        stats = {q["id"]: q for q in metrics["queues"]}
-        return render("queues.html", **ctx.base(queues=page.items, stats=stats))
+        live_now = await read_models.project_live(ctx.conn, ctx.project_id)
+        by_id = {q["id"]: q for q in live_now["queues"]}
+        return render("queues.html", **ctx.base(queues=page.items, stats=by_id))
 
     return await _handle(request, build, project_id=project_id)
 
@@ -456,7 +465,9 @@ async def queues(request: Request, project_id: str) -> Response:
 async def queue_context(ctx: Ctx, raw_queue_id: str) -> dict[str, Any]:
     queue_id = QueueId(_id(raw_queue_id, "queue"))
     queue = await read_models.get_queue(ctx.conn, ctx.project_id, queue_id)
-    metrics = await read_models.project_metrics(ctx.conn, ctx.project_id, queue=queue["name"])
+    live_now = await read_models.project_live(ctx.conn, ctx.project_id, queue=queue["name"])
+    chart = await stats.series(ctx.conn, ctx.project_id, window="1h", queue_id=queue_id)
+    metrics = rollup_metrics(live_now, chart)
     recent = await read_models.list_jobs(
         ctx.conn, ctx.project_id, JobFilters(queue=queue["name"]), limit=20
     )
@@ -490,6 +501,7 @@ async def _set_paused(request: Request, project_id: str, queue_id: str, paused: 
     async def build(ctx: Ctx) -> Response:
         qid = QueueId(_id(queue_id, "queue"))
         await admin.set_queue_paused(ctx.conn, ctx.project_id, qid, paused)
+        await live.notify(ctx.conn, "queue", qid)
         log.info("queue paused" if paused else "queue resumed", queue_id=qid)
         done = "paused" if paused else "resumed"
         return _see_other(f"/p/{ctx.project_id}/queues/{qid}?done={done}")
@@ -659,6 +671,7 @@ async def job_cancel(request: Request, project_id: str, job_id: str) -> Response
         jid = JobId(_id(job_id, "job"))
         row = await transitions.cancel(ctx.conn, ctx.project_id, jid)
         job = await read_models.get_job(ctx.conn, ctx.project_id, jid)  # 404 if not this project's
+        await live.notify(ctx.conn, "job", int(job["queue_id"]), jid)
         if row is None:
             context = await job_context(ctx, job_id)
             context["error"] = (
@@ -733,10 +746,12 @@ async def dlq_context(
     for row in page.items:
         full = await read_models.get_dead_letter(ctx.conn, ctx.project_id, int(row["id"]))
         row["payload_text"] = (drafts or {}).get(row["id"], pretty_json(full["payload"]))
+    latest = await read_models.list_dead_letters(ctx.conn, ctx.project_id, limit=10)
     return ctx.base(
         letters=page.items,
         older=page.next_key,
         errors=errors or {},
+        latest=latest.items,
         show_replayed=show_replayed,
         counts=await dlq.counts(ctx.conn, ctx.project_id),
     )
@@ -799,6 +814,7 @@ async def dlq_save(request: Request, project_id: str, dlq_id: str) -> Response:
         assert ctx.form is not None
         payload = parse_payload(ctx.form.get("payload"))
         await dlq.update_payload(ctx.conn, ctx.project_id, letter_id, payload)
+        await live.notify(ctx.conn, "dlq", None)
         return _see_other(f"/p/{ctx.project_id}/dlq?done=saved#dlq-{letter_id}")
 
     return await _dlq_action(request, project_id, dlq_id, Role.MEMBER, act)
@@ -821,6 +837,7 @@ async def dlq_replay(request: Request, project_id: str, dlq_id: str) -> Response
 async def dlq_delete(request: Request, project_id: str, dlq_id: str) -> Response:
     async def act(ctx: Ctx, letter_id: int) -> Response:
         await dlq.delete(ctx.conn, ctx.project_id, letter_id)
+        await live.notify(ctx.conn, "dlq", None)
         return _see_other(f"/p/{ctx.project_id}/dlq?done=deleted")
 
     return await _dlq_action(request, project_id, dlq_id, Role.ADMIN, act)

@@ -7,3 +7,27 @@ SELECT version_num FROM alembic_version
 -- name: health_schema_migrated
 -- Whether Alembic's version table exists (false on a database jobyard never migrated).
 SELECT to_regclass('alembic_version') IS NOT NULL AS migrated
+
+-- name: health_xmin_holder
+-- The backend that holds the xmin horizon back the longest (vacuum cannot remove rows dead since
+-- it started): by its snapshot's xmin, or by its own xid (an idle transaction that wrote or took
+-- an xid holds it without a snapshot). Its age in seconds and in transactions; none when no one.
+SELECT a.pid, a.datname, a.application_name, a.state,
+       greatest(0, extract(epoch FROM now() - coalesce(a.xact_start, a.query_start)))::float8
+           AS age_s,
+       greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age_xids
+FROM pg_stat_activity a
+WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+ORDER BY greatest(age(a.backend_xmin), age(a.backend_xid)) DESC, a.xact_start
+LIMIT 1
+
+-- name: health_dead_tuples
+-- Dead-tuple ratio of this schema's tables with the most dead rows (`jobs` always listed).
+SELECT t.relname AS relation, t.n_live_tup AS live, t.n_dead_tup AS dead,
+       coalesce(t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), 0)::float8
+           AS dead_ratio,
+       greatest(t.last_autovacuum, t.last_vacuum) AS last_vacuum
+FROM pg_stat_user_tables t
+WHERE t.schemaname = current_schema()
+ORDER BY (t.relname = 'jobs') DESC, t.n_dead_tup DESC, t.relname
+LIMIT %(limit)s

@@ -274,12 +274,18 @@ WITH minutes AS (
     WHERE j.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
       AND j.project_id = %(project_id)s
 ), finished AS (
+    -- One index probe per candidate (job_executions_job_seq_key): LATERAL keeps the planner from
+    -- hashing a sequential scan of every execution ever kept (1.3 s at 2,000,000 runs).
     SELECT date_trunc('minute', e.finished_at) AS minute, e.outcome
     FROM candidates c
-    JOIN job_executions e ON e.job_id = c.id
-    WHERE e.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
-      AND e.finished_at < date_trunc('minute', coalesce(%(now)s, now())) + interval '1 minute'
-      AND (%(queue)s::text IS NULL OR c.queue_id = (
+    CROSS JOIN LATERAL (
+        SELECT x.finished_at, x.outcome FROM job_executions x
+        WHERE x.job_id = c.id
+          AND x.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
+          AND x.finished_at < date_trunc('minute', coalesce(%(now)s, now())) + interval '1 minute'
+        OFFSET 0  -- a fence: keeps this a per-candidate probe instead of a flattened hash join
+    ) e
+    WHERE (%(queue)s::text IS NULL OR c.queue_id = (
           SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
 )
 SELECT m.minute,
@@ -310,10 +316,15 @@ WITH candidates AS (
                 THEN greatest(0, extract(epoch FROM e.started_at - c.run_at) * 1000)::float8
            END AS wait_ms
     FROM candidates c
-    JOIN job_executions e ON e.job_id = c.id
-    WHERE e.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
-      AND e.finished_at <= coalesce(%(now)s, now())
-      AND (%(queue)s::text IS NULL OR c.queue_id = (
+    -- One index probe per candidate, as in read_metrics_throughput.
+    CROSS JOIN LATERAL (
+        SELECT x.outcome, x.duration_ms, x.execution_seq, x.started_at FROM job_executions x
+        WHERE x.job_id = c.id
+          AND x.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
+          AND x.finished_at <= coalesce(%(now)s, now())
+        OFFSET 0  -- a fence, as in read_metrics_throughput
+    ) e
+    WHERE (%(queue)s::text IS NULL OR c.queue_id = (
           SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
 )
 SELECT count(*) AS finished,

@@ -1,0 +1,55 @@
+"""Read models of the worker detail page and the workers topology (dashboard)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+from jobyard.core.clock import sql_now
+from jobyard.db import run
+from jobyard.db.pool import Conn
+from jobyard.domain.errors import NotFound
+from jobyard.domain.ids import ProjectId, WorkerId
+
+RECENT_RUNS: Final = 20
+HELD_SHOWN: Final = 500
+TOPOLOGY_WORKERS: Final = 40
+
+
+async def worker_detail(
+    conn: Conn, project_id: ProjectId, worker_id: WorkerId, *, now: datetime | None = None
+) -> dict[str, Any]:
+    params = {"project_id": project_id, "worker_id": worker_id, "now": sql_now(now)}
+    worker = await run.one(conn, "read_worker_detail", params)
+    if worker is None:
+        raise NotFound("worker not found")
+    worker["held"] = await run.all_rows(
+        conn, "read_worker_held_jobs", {**params, "held_shown": HELD_SHOWN}
+    )
+    worker["in_flight"] = len(worker["held"])
+    if worker["in_flight"] >= HELD_SHOWN:  # more than the page lists: count them all
+        row = await run.one(conn, "read_worker_in_flight", params)
+        worker["in_flight"] = int(row["n"]) if row else 0
+    worker["recent_runs"] = await run.all_rows(
+        conn, "read_worker_recent_runs", {**params, "limit": RECENT_RUNS}
+    )
+    return worker
+
+
+async def topology_workers(
+    conn: Conn, project_id: ProjectId, *, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    return await run.all_rows(
+        conn,
+        "read_topology_workers",
+        {"project_id": project_id, "limit": TOPOLOGY_WORKERS, "now": sql_now(now)},
+    )
+
+
+async def topology_queues(
+    conn: Conn, project_id: ProjectId, *, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Queues with claimable depth, in flight and the capacity they can draw on."""
+    return await run.all_rows(
+        conn, "read_metrics_queues", {"project_id": project_id, "now": sql_now(now)}
+    )

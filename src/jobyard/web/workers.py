@@ -1,0 +1,44 @@
+"""Worker pages: one worker's detail (identity, handlers, capacity, heartbeat, held jobs, recent
+runs) and the topology (queues and workers as nodes with connectors, server-side SVG)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from jobyard.core import worker_views
+from jobyard.domain.ids import WorkerId
+from jobyard.web import pages, svg
+
+router = APIRouter(include_in_schema=False)
+
+
+async def topology_context(ctx: pages.Ctx) -> dict[str, Any]:
+    queues = await worker_views.topology_queues(ctx.conn, ctx.project_id)
+    workers = await worker_views.topology_workers(ctx.conn, ctx.project_id)
+    return ctx.base(
+        queues=queues,
+        workers=workers,
+        topology_svg=svg.topology(queues, workers, base=f"/p/{ctx.project_id}"),
+    )
+
+
+@router.get("/p/{project_id}/topology")
+async def topology(request: Request, project_id: str) -> Response:
+    async def build(ctx: pages.Ctx) -> Response:
+        return pages.render("topology.html", **await topology_context(ctx))
+
+    return await pages._handle(request, build, project_id=project_id)
+
+
+@router.get("/p/{project_id}/workers/{worker_id}")
+async def worker_detail(request: Request, project_id: str, worker_id: str) -> Response:
+    async def build(ctx: pages.Ctx) -> Response:
+        wid = WorkerId(pages._id(worker_id, "worker"))
+        worker = await worker_views.worker_detail(ctx.conn, ctx.project_id, wid)
+        worker["uptime"] = svg._span(float(worker["uptime_s"]))
+        return pages.render("worker.html", **ctx.base(worker=worker))
+
+    return await pages._handle(request, build, project_id=project_id)

@@ -1,0 +1,94 @@
+"""/metrics counters, histograms and database-health gauges; the exposition passes promtool."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+
+import httpx
+import pytest
+
+from jobyard.core import stats
+from jobyard.db.pool import Conn, connect
+from tests.api.conftest import Tenant
+from tests.api.test_metrics import _samples, busy_project
+
+__all__ = ["busy_project"]  # the fixture, imported for this module
+
+
+def _key(tenant: Tenant, queue: str, **extra: str) -> tuple[tuple[str, str], ...]:
+    labels = {"org": tenant.org_slug, "project": tenant.project_slug, "queue": queue, **extra}
+    return tuple(sorted(labels.items()))
+
+
+async def test_counters_and_histograms_come_from_the_rollup(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant, busy_project: dict[str, int]
+) -> None:
+    await stats.fold(conn, lag_s=0)
+    samples = _samples((await client.get("/metrics")).text)
+    slow = _key(tenant_a, "slow")
+    # 101 done jobs in `slow` (one two hours ago), each with one succeeded run.
+    assert (
+        samples[("jobyard_jobs_finished_total", _key(tenant_a, "slow", outcome="succeeded"))] == 101
+    )
+    assert samples[("jobyard_jobs_enqueued_total", slow)] == 101
+    default = _key(tenant_a, "default")
+    assert samples[("jobyard_jobs_retried_total", default)] == 1  # the failed run with a retry
+    assert (
+        samples[("jobyard_jobs_finished_total", _key(tenant_a, "default", outcome="failed"))] == 1
+    )
+    assert samples[("jobyard_job_run_seconds_count", slow)] == 101
+    inf = _key(tenant_a, "slow", le="+Inf")
+    assert samples[("jobyard_job_run_seconds_bucket", inf)] == 101
+    # Runs took 1..100 ms (+ one of 99.999 s): 5 of them ≤ 5 ms.
+    assert samples[("jobyard_job_run_seconds_bucket", _key(tenant_a, "slow", le="0.005"))] == 5
+    assert samples[("jobyard_job_run_seconds_sum", slow)] == pytest.approx(
+        (sum(range(1, 101)) + 99999) / 1000
+    )
+
+
+async def test_counters_never_go_down_when_jobs_are_deleted(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant, busy_project: dict[str, int]
+) -> None:
+    await stats.fold(conn, lag_s=0)
+    await conn.execute("DELETE FROM jobs WHERE status = 'done'")
+    await stats.fold(conn, lag_s=0)
+    samples = _samples((await client.get("/metrics")).text)
+    key = _key(tenant_a, "slow", outcome="succeeded")
+    assert samples[("jobyard_jobs_finished_total", key)] == 101
+
+
+async def test_health_gauges_show_a_held_xmin_and_dead_tuples(
+    client: httpx.AsyncClient, conn: Conn, db_url: str, busy_project: dict[str, int]
+) -> None:
+    holder = await connect(db_url)  # not autocommit: the transaction stays open
+    try:
+        await holder.execute("SELECT txid_current()")
+        await asyncio.sleep(1.1)
+        samples = _samples((await client.get("/metrics")).text)
+        assert samples[("jobyard_db_oldest_xmin_age_seconds", ())] >= 1.0
+        assert samples[("jobyard_db_oldest_xmin_age_transactions", ())] >= 0
+    finally:
+        await holder.rollback()
+        await holder.close()
+    assert ("jobyard_db_dead_tuple_ratio", (("relation", "jobs"),)) in samples
+
+
+async def test_promtool_check_metrics_is_clean(
+    client: httpx.AsyncClient, conn: Conn, busy_project: dict[str, int]
+) -> None:
+    assert shutil.which("promtool"), "promtool is missing: `make promtool` installs it"
+    await stats.fold(conn, lag_s=0)
+    text = (await client.get("/metrics")).text
+    assert "jobyard_job_wait_seconds_bucket" in text
+    checked = await asyncio.to_thread(
+        subprocess.run,
+        ["promtool", "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.strip() == "" and checked.stderr.strip() == "", checked

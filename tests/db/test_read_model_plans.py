@@ -1,0 +1,120 @@
+"""EXPLAIN guards for the dashboard's and the API's read models (issue 16 point 6).
+
+Built on the dashboard benchmark's data set (set-based SQL, shrunk to 20,000 jobs and 40,000
+runs) and ANALYZEd. Each read-model query is planned with sequential scans disabled: if a plan
+still scans `jobs`, `job_executions`, `job_logs` or `dead_letter_jobs` sequentially, no index
+can serve it and its cost grows with the history — at 1,000,000 jobs that is the page that
+misses its 200 ms (docs/BENCHMARKS.md, "Dashboard at 1,000,000 jobs"). Plans, never timings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jobyard.benchmarks import dashboard
+from jobyard.db.pool import connect_sync
+from jobyard.db.queries import sql
+from jobyard.domain.stats import BOUNDS_MS
+
+pytestmark = pytest.mark.xdist_group("explain")
+
+BIG_TABLES = ("jobs", "job_executions", "job_logs", "dead_letter_jobs")
+SIZE = dashboard.Size(jobs=20_000, executions=40_000, logs_for=2_000)
+
+
+@pytest.fixture(scope="module")
+def built(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    from jobyard.db import testing
+
+    url = testing.create_clone(pg_admin_url, pg_template)
+    try:
+        sample, _, _ = dashboard.build(url, SIZE, lambda _: None)
+        yield url, sample
+    finally:
+        testing.drop_database(pg_admin_url, url)
+
+
+def _cases(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    p, q, w, j = s["project_id"], s["queue_id"], s["worker_id"], s["job_id"]
+    page: dict[str, Any] = {
+        "project_id": p, "before_id": None, "statuses": None, "queue": None, "handler": None,
+        "created_from": None, "created_to": None, "fingerprint": None, "limit": 51,
+    }  # fmt: skip
+    base = {"project_id": p, "now": None}
+    return [
+        ("jobs, no filter", "read_jobs_page", page),
+        ("jobs by status", "read_jobs_page", {**page, "statuses": ["dead_letter"]}),
+        ("jobs by queue", "read_jobs_page", {**page, "queue": "default"}),
+        ("jobs by handler", "read_jobs_page", {**page, "handler": "charge_card"}),
+        ("jobs by fingerprint", "read_jobs_page", {**page, "fingerprint": "x" * 32}),
+        ("jobs, next page", "read_jobs_page", {**page, "before_id": j}),
+        ("job", "read_job_get", {"project_id": p, "job_id": j}),
+        ("job run summary", "read_job_execution_summary", {"project_id": p, "job_id": j}),
+        ("job runs", "read_job_executions_page",
+         {"project_id": p, "job_id": j, "after_seq": None, "limit": 51}),
+        ("job logs", "read_job_logs_page",
+         {"project_id": p, "job_id": j, "after_id": None, "execution_seq": None, "limit": 101}),
+        ("workers", "read_workers_page",
+         {"project_id": p, "before_id": None, "statuses": None, "limit": 51}),
+        ("worker", "read_worker_detail", {**base, "worker_id": w}),
+        ("worker's held jobs", "read_worker_held_jobs",
+         {"project_id": p, "worker_id": w, "held_shown": 500}),
+        ("worker's recent runs", "read_worker_recent_runs",
+         {"project_id": p, "worker_id": w, "limit": 20}),
+        ("topology workers", "read_topology_workers", {**base, "limit": 40}),
+        ("dead letters", "read_dlq_page",
+         {"project_id": p, "before_id": None, "queue": None, "fingerprint": None, "limit": 51}),
+        ("queue depths", "read_metrics_queues", base),
+        ("worker totals", "read_metrics_workers", base),
+        ("throughput", "read_metrics_throughput", {**base, "queue": None}),
+        ("outcomes", "read_metrics_outcomes", {**base, "queue": None}),
+        ("prometheus queues", "read_prom_queues", {"now": None}),
+        ("prometheus workers", "read_prom_workers", {"now": None}),
+        ("chart 1 h", "stats_series",
+         {**base, "queue_id": q, "range_s": 3600, "step_s": 60, "hourly": False}),
+        ("chart 7 d", "stats_series",
+         {**base, "queue_id": None, "range_s": 604800, "step_s": 7200, "hourly": True}),
+        ("fold", "stats_fold_executions",
+         {"now": None, "batch": 1000, "lag_s": 2.0, "bounds": list(BOUNDS_MS)}),
+    ]  # fmt: skip
+
+
+def _scans(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    yield plan.get("Node Type", ""), plan.get("Relation Name", "")
+    for child in plan.get("Plans", []):
+        yield from _scans(child)
+
+
+CASES = [c[0] for c in _cases({"project_id": 0, "queue_id": 0, "worker_id": 0, "job_id": 0})]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_read_model_scans_a_big_table_sequentially(
+    built: tuple[str, dict[str, Any]], case: str
+) -> None:
+    url, sample = built
+    name, params = next((n, p) for c, n, p in _cases(sample) if c == case)
+    with connect_sync(url) as conn, conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + sql(name), params).fetchone()  # type: ignore[operator]
+        assert row is not None
+    plan = row["QUERY PLAN"]
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    seq = [rel for node, rel in _scans(plan[0]["Plan"]) if node == "Seq Scan" and rel in BIG_TABLES]
+    assert seq == [], f"{name} ({case}) scans {seq} sequentially"
+
+
+def test_charts_never_read_jobs(built: tuple[str, dict[str, Any]]) -> None:
+    url, sample = built
+    params = {"project_id": sample["project_id"], "now": None, "queue_id": None,
+              "range_s": 604800, "step_s": 7200, "hourly": True}  # fmt: skip
+    with connect_sync(url) as conn:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + sql("stats_series"), params).fetchone()  # type: ignore[operator]
+    assert row is not None
+    relations = {rel for _, rel in _scans(row["QUERY PLAN"][0]["Plan"]) if rel}
+    assert relations <= {"queue_stats", "queue_stats_hourly", "queues"}, relations

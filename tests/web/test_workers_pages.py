@@ -1,0 +1,72 @@
+"""Worker detail page and the workers topology, in Chromium against a real API process."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.async_api import Page, expect
+
+from jobyard.db.pool import Conn
+from tests.api.engine_helpers import claim_one, make_worker
+from tests.web.conftest import Seed, scalar, screenshot_path, ui_sign_in
+
+pytestmark = pytest.mark.browser
+
+
+async def _dead_worker(conn: Conn, seed: Seed) -> int:
+    wid = await make_worker(conn, seed.project)
+    await conn.execute(
+        """UPDATE workers SET name = 'old-box', status = 'dead', queues = '{reports}',
+                  started_at = now() - interval '3 hours',
+                  stopped_at = now() - interval '1 hour',
+                  last_heartbeat_at = now() - interval '1 hour'
+           WHERE id = %s""",
+        (wid,),
+    )
+    return int(wid)
+
+
+async def test_worker_detail_shows_identity_held_jobs_and_recent_runs(
+    page: Page, seed: Seed, conn: Conn
+) -> None:
+    await conn.execute(
+        "UPDATE workers SET hostname = 'box-1', pid = 4242 WHERE id = %s", (seed.worker_id,)
+    )
+    held = await claim_one(conn, seed.project, seed.worker_id, "default")
+    await ui_sign_in(page, seed.a)
+    await page.goto(f"/p/{seed.project}/workers")
+    await page.click(f"#workers a[href='/p/{seed.project}/workers/{seed.worker_id}']")
+    facts = page.locator("#worker-facts")
+    await expect(facts).to_contain_text("box-1")
+    await expect(facts).to_contain_text("4242")
+    await expect(facts).to_contain_text("default")
+    await expect(page.locator("[data-fact='in-flight']")).to_contain_text("1 / 4")
+    await expect(page.locator(f"#held-jobs tr[data-job='{held.id}']")).to_have_count(1)
+    runs = await scalar(
+        conn, "SELECT count(*) FROM job_executions WHERE worker_id = %s", seed.worker_id
+    )
+    await expect(page.locator("#recent-runs tr[data-run]")).to_have_count(runs)
+    await expect(page.locator("#recent-runs")).to_contain_text("card declined")
+    await page.screenshot(path=screenshot_path("worker-detail.png"), full_page=True)
+
+
+async def test_topology_draws_queues_workers_and_greys_dead_workers(
+    page: Page, seed: Seed, conn: Conn
+) -> None:
+    dead = await _dead_worker(conn, seed)
+    await claim_one(conn, seed.project, seed.worker_id, "default")
+    await ui_sign_in(page, seed.a)
+    await page.goto(f"/p/{seed.project}/workers")
+    await page.click("#topology-link")
+    svg = page.locator("#topology svg")
+    await expect(svg.locator("[data-queue]")).to_have_count(3)
+    await expect(svg.locator("[data-worker]")).to_have_count(2)
+    live = svg.locator(f"[data-worker='{seed.worker_id}']")
+    await expect(live).to_contain_text("in flight 1 / 4")
+    await expect(svg.locator("[data-queue='default']")).to_contain_text("in flight 1 / 4")
+    gone = svg.locator(f"[data-worker='{dead}']")
+    await expect(gone).to_have_attribute("data-status", "dead")
+    await expect(gone).to_contain_text("up 2h 0m (frozen at stop)")
+    assert await gone.locator("rect").get_attribute("fill") == "#edf2f7"
+    # One connector per (worker, queue it serves): w → default, critical; old-box → reports.
+    await expect(svg.locator("path[data-edge]")).to_have_count(3)
+    await page.screenshot(path=screenshot_path("topology.png"), full_page=True)
