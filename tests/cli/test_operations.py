@@ -21,7 +21,7 @@ from tests.worker.helpers import PROJECT, rows
 @pytest.fixture
 def cli(db_url: str) -> CliRunner:
     return CliRunner(
-        env={"JOBYARD_DATABASE_URL": db_url, "JOBYARD_PROJECT": PROJECT, "COLUMNS": "200"}
+        env={"JOBYARD_DATABASE_URL": db_url, "JOBYARD_PROJECT": PROJECT, "COLUMNS": "300"}
     )
 
 
