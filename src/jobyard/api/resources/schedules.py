@@ -24,7 +24,12 @@ from jobyard.domain import limits
 from jobyard.domain.enums import OverlapPolicy, Role
 from jobyard.domain.schemas import HandlerName, Priority, check_payload
 
-ScheduleName = Annotated[Text, StringConstraints(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
+# No control characters, and at least one that is not white space: core refuses a blank name,
+# and Python counts U+001C-U+001F as white space where JSON Schema's regexes do not.
+_NAMED = r"^[^\x00-\x1f\x7f]*[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$"
+ScheduleName = Annotated[
+    Text, StringConstraints(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=_NAMED)
+]
 Cron = Annotated[
     Text,
     Field(
