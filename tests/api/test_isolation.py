@@ -50,7 +50,7 @@ DASHBOARD_ROUTES = {
     if isinstance(r, StarletteRoute)
     for m in r.methods
 }
-GHOST_ID = 4_000_000_000_000_000_000  # a valid bigint no tenant has
+GHOST_ID = 2**53 - 1  # the largest id the API takes (limits.MAX_ID); no tenant has it
 
 TENANT_ROUTES = [r for r in ALL_ROUTES if r.scope in (Scope.ORG, Scope.PROJECT)]
 SIGNED_IN_ROUTES = [r for r in ALL_ROUTES if r.scope is not Scope.PUBLIC]

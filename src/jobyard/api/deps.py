@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import Field, TypeAdapter, ValidationError
 
 from jobyard.api.auth import Principal, resolve_principal
 from jobyard.core.auth import SessionUser, SigningKeys
 from jobyard.db.pool import Conn, Pool
+from jobyard.domain import limits
 from jobyard.domain.enums import Role
 from jobyard.domain.ids import OrgId, ProjectId, UserId
 from jobyard.domain.settings import Settings
@@ -96,9 +99,24 @@ class OrgAccess:
         return self.principal.user.id
 
 
+# The path parameter each tenant guard validates, and its bounds (as rbac declares them).
+_TENANT_PARAMS: Final = {"org_access": "org_id", "project_access": "project_id"}
+_TENANT_ID: Final = TypeAdapter(Annotated[int, Field(ge=1, le=limits.MAX_ID)])
+
+
 def _guarded(request: Request, key: str) -> Any:
     value = request.scope.get("state", {}).get(key)
     if value is None:
+        param = _TENANT_PARAMS.get(key)
+        if param is not None and param in request.path_params:
+            # FastAPI skips a guard whose path parameter fails validation but still solves the
+            # handler's other dependencies before it reports that: report it here instead.
+            try:
+                _TENANT_ID.validate_python(request.path_params[param])
+            except ValidationError as exc:
+                raise RequestValidationError(
+                    [{**e, "loc": ("path", param)} for e in exc.errors()]
+                ) from None
         # A handler asked for a tenant its route's scope does not guard: a wiring bug.
         raise RuntimeError(f"{request.method} {request.url.path}: no {key} (wrong Route scope?)")
     return value
