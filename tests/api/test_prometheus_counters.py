@@ -8,6 +8,7 @@ import subprocess
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from jobyard.core import stats
 from jobyard.db.pool import Conn, connect
@@ -15,6 +16,12 @@ from tests.api.conftest import Tenant
 from tests.api.test_metrics import _samples, busy_project
 
 __all__ = ["busy_project"]  # the fixture, imported for this module
+
+
+@pytest.fixture(autouse=True)
+def _public_metrics(app: FastAPI) -> None:
+    """These tests read the scrape itself; who may scrape is tests/api/test_metrics.py's."""
+    app.state.settings = app.state.settings.model_copy(update={"metrics_public": True})
 
 
 def _key(tenant: Tenant, queue: str, **extra: str) -> tuple[tuple[str, str], ...]:

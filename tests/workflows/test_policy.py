@@ -118,7 +118,7 @@ async def test_enqueue_refuses_foreign_missing_and_failed_parents(conn: Conn) ->
     other = await make_project(conn)
     await make_queue(conn, name="default", project_id=other["id"])
     foreign = await _job(conn, ProjectId(other["id"]))
-    with pytest.raises(ValidationFailed, match=rf"do not exist in this project: \[{foreign}\]"):
+    with pytest.raises(NotFound, match=rf"do not exist in this project: \[{foreign}\]"):
         await _job(conn, project, foreign)
     dead = await _job(conn, project)
     (job,) = await _claim(conn, queue, worker)

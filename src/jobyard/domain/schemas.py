@@ -151,6 +151,13 @@ class BatchCreate(BaseModel):
 StepKey = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
 
 
+class BatchRequest(BatchCreate):
+    """A batch as the API takes it: no more jobs than the project may enqueue in a minute (the
+    rate limit counts each job), so a larger one is refused by the schema, not by a 429."""
+
+    jobs: list[BatchItem] = Field(min_length=1, max_length=limits.MAX_API_BATCH_SIZE)
+
+
 class WorkflowStep(JobCreate):
     """One step of a workflow: a job, named by `key`, that runs after the steps (keys) or
     existing jobs (ids) listed in `after`."""

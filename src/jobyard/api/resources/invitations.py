@@ -15,6 +15,7 @@ from jobyard.api import invitations as sending
 from jobyard.api.auth import ACCESS_TTL_S, issue_access_token
 from jobyard.api.deps import ConnDep, KeysDep, OrgDep, UserDep
 from jobyard.api.pagination import Page, PageDep, make_page
+from jobyard.api.resources._shared import IdPath
 from jobyard.api.resources.members import owner_rule
 from jobyard.api.routes import Route, Scope
 from jobyard.api.schemas import (
@@ -55,7 +56,7 @@ async def create_invitation(
 
 
 async def resend_invitation(
-    invitation_id: int, org: OrgDep, conn: ConnDep, request: Request
+    invitation_id: IdPath, org: OrgDep, conn: ConnDep, request: Request
 ) -> InvitationPublic:
     """Send a new link (valid 7 days); the previous link stops working."""
     current = await invitations.get(conn, org.org_id, invitation_id)
@@ -65,7 +66,7 @@ async def resend_invitation(
     return InvitationPublic.model_validate(issued.invitation)
 
 
-async def revoke_invitation(invitation_id: int, org: OrgDep, conn: ConnDep) -> Response:
+async def revoke_invitation(invitation_id: IdPath, org: OrgDep, conn: ConnDep) -> Response:
     """The link stops working at once."""
     owner_rule(org, Role((await invitations.get(conn, org.org_id, invitation_id))["role"]))
     await invitations.revoke(conn, org.org_id, invitation_id)

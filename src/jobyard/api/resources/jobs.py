@@ -23,7 +23,7 @@ from jobyard.core.read_models import JobFilters
 from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.errors import IllegalTransition
 from jobyard.domain.ids import JobId
-from jobyard.domain.schemas import BatchCreate, JobCreate
+from jobyard.domain.schemas import BatchRequest, JobCreate
 
 
 class JobSummary(BaseModel):
@@ -108,7 +108,7 @@ async def enqueue_job(
     return JobPublic.model_validate({**result.job, "queue": body.queue})
 
 
-async def enqueue_batch(body: BatchCreate, project: ProjectDep, conn: ConnDep) -> BatchPublic:
+async def enqueue_batch(body: BatchRequest, project: ProjectDep, conn: ConnDep) -> BatchPublic:
     """Enqueue many jobs of one queue in one statement."""
     reject_nul(body.model_dump(), "")
     items = [

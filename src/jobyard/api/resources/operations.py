@@ -240,5 +240,6 @@ ROUTES: tuple[Route, ...] = (
           tags=("failures",)),
     Route("POST", "/projects/{project_id}/schedules/{schedule_id}/trigger", Scope.PROJECT,
           trigger_schedule, min_role=Role.MEMBER, status_code=202,
-          summary="Fire a schedule now", response_model=TriggeredPublic, tags=("schedules",)),
+          summary="Fire a schedule now", response_model=TriggeredPublic, tags=("schedules",),
+          rate_limit="enqueue"),
 )  # fmt: skip

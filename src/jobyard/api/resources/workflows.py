@@ -137,7 +137,8 @@ WF = "/projects/{project_id}/workflows"
 BATCH = "/projects/{project_id}/batches/{batch_id}"
 ROUTES: tuple[Route, ...] = (
     Route("POST", WF, Scope.PROJECT, enqueue_workflow, min_role=Role.MEMBER, status_code=202,
-          summary="Enqueue a workflow (a DAG of jobs)", response_model=WorkflowCreated, tags=TAGS),
+          summary="Enqueue a workflow (a DAG of jobs)", response_model=WorkflowCreated, tags=TAGS,
+          rate_limit="enqueue", responses={404: "a parent job or queue does not exist"}),
     Route("GET", WF + "/{job_id}", Scope.PROJECT, get_workflow, min_role=Role.VIEWER,
           summary="The workflow a job belongs to", response_model=WorkflowPublic, tags=TAGS),
     Route("POST", WF + "/{job_id}/cancel", Scope.PROJECT, cancel_workflow, min_role=Role.MEMBER,
