@@ -15,7 +15,7 @@ def cli(db_url: str) -> CliRunner:
 
 
 def test_why_run_now_cancel_retry_and_bulk(cli: CliRunner) -> None:
-    assert cli.invoke(app, ["enqueue", "noop", "--delay", "1h"]).output.strip() == "job 1 scheduled"
+    assert cli.invoke(app, ["enqueue", "noop", "--delay", "1h", "--create-queue"]).output.strip() == "job 1 scheduled"
     why = cli.invoke(app, ["jobs", "why", "1"])
     assert why.exit_code == 0, why.output
     assert "job 1 is scheduled" in why.output and "- scheduled: Scheduled to run at" in why.output
@@ -31,7 +31,7 @@ def test_why_run_now_cancel_retry_and_bulk(cli: CliRunner) -> None:
     missing = cli.invoke(app, ["jobs", "why", "99"])
     assert missing.exit_code == 2 and "job not found" in missing.output
 
-    cli.invoke(app, ["enqueue", "noop"])
+    cli.invoke(app, ["enqueue", "noop", "--create-queue"])
     dry = cli.invoke(app, ["jobs", "bulk", "cancel", "--status", "queued"])
     assert "cancel: 2 matched, 2 would change" in dry.output and "add --yes" in dry.output
     assert "queued" in cli.invoke(app, ["jobs", "--status", "queued"]).output

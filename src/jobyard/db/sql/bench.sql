@@ -41,11 +41,11 @@ FROM (SELECT extract(epoch FROM e.started_at - j.created_at) * 1000 AS ms
       WHERE j.queue_id = %(queue_id)s) AS latency
 
 -- name: bench_listening
--- Worker listeners of this database that have subscribed to both channels (LISTEN cancel is
+-- Worker listeners of this database that have subscribed to every channel (LISTEN queues is
 -- their last statement), so they are ready for a NOTIFY.
 SELECT count(*) AS listening FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = 'jobyard-listen'
-  AND state = 'idle' AND position('LISTEN jobyard_cancel' IN query) > 0
+  AND state = 'idle' AND position('LISTEN jobyard_queues' IN query) > 0
 
 -- name: bench_workers_active
 -- Workers registered and running in this database (their signal handlers are installed).
