@@ -233,10 +233,19 @@ def _fires(cron: object, timezone: object) -> bool:
 
 def cross_field_rules(case: Case) -> Case:
     """Valid requests also follow the rules JSON Schema cannot state, each documented in
-    docs/API.md: `run_at` or `delay_ms`, not both; `base_delay_ms` ≤ `max_delay_ms`; a `cron`
+    docs/API.md: `run_at` or `delay_ms`, not both (for a workflow's steps too, whose keys are
+    unique); `base_delay_ms` ≤ `max_delay_ms`; a `cron`
     (format `cron`) that fires in its `timezone` (format `iana-timezone`). The generator is
     told them here; negative cases are left as generated."""
-    for values in (case.body, case.query):
+    steps = case.body.get("steps") if isinstance(case.body, dict) else None
+    # A workflow's steps are jobs too, and their keys are unique (docs/WORKFLOWS.md).
+    step_values = [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+    seen: set[object] = set()
+    for step in step_values:
+        if step.get("key") in seen:
+            step["key"] = f"k{len(seen)}"
+        seen.add(step.get("key"))
+    for values in (case.body, case.query, *step_values):
         if not isinstance(values, dict):
             continue
         if "run_at" in values and "delay_ms" in values:

@@ -15,7 +15,10 @@ def cli(db_url: str) -> CliRunner:
 
 
 def test_why_run_now_cancel_retry_and_bulk(cli: CliRunner) -> None:
-    assert cli.invoke(app, ["enqueue", "noop", "--delay", "1h", "--create-queue"]).output.strip() == "job 1 scheduled"
+    assert (
+        cli.invoke(app, ["enqueue", "noop", "--delay", "1h", "--create-queue"]).output.strip()
+        == "job 1 scheduled"
+    )
     why = cli.invoke(app, ["jobs", "why", "1"])
     assert why.exit_code == 0, why.output
     assert "job 1 is scheduled" in why.output and "- scheduled: Scheduled to run at" in why.output

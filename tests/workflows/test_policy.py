@@ -148,7 +148,7 @@ async def test_workflow_cycles_and_unknown_steps_are_refused(conn: Conn) -> None
     unknown = WorkflowCreate.model_validate(
         {"steps": [{"key": "a", "handler": "noop", "after": ["zz"]}]}
     )
-    with pytest.raises(ValidationFailed, match="unknown steps"):
+    with pytest.raises(NotFound, match="unknown steps"):
         await workflows.enqueue_workflow(conn, project, unknown)
     cur = await conn.execute("SELECT count(*) AS n FROM jobs")
     assert (await cur.fetchone()) == {"n": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from jobyard.domain.enums import Role
 
@@ -19,6 +19,16 @@ Email = Annotated[
         pattern=r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+$",
     ),
 ]
+
+
+def _not_bool(value: object) -> object:
+    """JSON true is not the number 1 (lax validation would read it so)."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number, not a boolean")
+    return value
+
+
+ExpiryDays = Annotated[int, Field(ge=1, le=3650), BeforeValidator(_not_bool)]
 Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", examples=["acme"])]
 # No control characters (PostgreSQL text cannot hold NUL; the rest has no place in a name).
 _PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
@@ -166,7 +176,7 @@ KeyRole = Literal["admin", "member", "viewer"]
 class ApiKeyCreate(_In):
     name: Name
     role: KeyRole = "member"
-    expires_in_days: int | None = Field(default=None, ge=1, le=3650)
+    expires_in_days: ExpiryDays | None = None
 
 
 class ApiKeyPublic(BaseModel):

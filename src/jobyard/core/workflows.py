@@ -41,7 +41,8 @@ class WorkflowGraph:
 
 
 def topological_order(workflow: WorkflowCreate) -> list[str]:
-    """Step keys, parents first. A cycle or an unknown key is a ValidationFailed (422)."""
+    """Step keys, parents first. A cycle or a repeated key is a ValidationFailed (422); an
+    unknown key is NotFound (404), as a parent job id that does not exist is."""
     keys = [s.key for s in workflow.steps]
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
@@ -51,9 +52,7 @@ def topological_order(workflow: WorkflowCreate) -> list[str]:
         local = [a for a in step.after if isinstance(a, str)]
         unknown = sorted(set(local) - set(keys))
         if unknown:
-            raise ValidationFailed(
-                f"step {step.key!r} runs after unknown steps {unknown}", field="steps"
-            )
+            raise NotFound(f"step {step.key!r} runs after unknown steps {unknown}", field="steps")
         graph[step.key] = local
     try:
         return list(graphlib.TopologicalSorter(graph).static_order())

@@ -163,7 +163,9 @@ class WorkflowStep(JobCreate):
     existing jobs (ids) listed in `after`."""
 
     key: StepKey
-    after: list[StepKey | int] = Field(default_factory=list, max_length=100)
+    after: list[StepKey | Annotated[int, Field(ge=1, le=limits.MAX_ID)]] = Field(
+        default_factory=list, max_length=100
+    )
 
 
 class WorkflowCreate(BaseModel):

@@ -114,7 +114,11 @@ ROUTES: tuple[Route, ...] = (
           min_role=Role.ADMIN, status_code=204, summary="Revoke an invitation", tags=TAGS),
     Route("POST", "/invitations/redeem", Scope.PUBLIC, redeem_invitation, status_code=201,
           summary="Redeem an invitation: create your account", response_model=TokenPair,
-          tags=TAGS, rate_limit="auth"),
+          tags=TAGS, rate_limit="auth",
+          responses={404: "the link is invalid, used, revoked or expired",
+                     409: "the email already has an account: accept while signed in"}),
     Route("POST", "/invitations/accept", Scope.USER, accept_invitation,
-          summary="Accept an invitation with your account", response_model=MyOrg, tags=TAGS),
+          summary="Accept an invitation with your account", response_model=MyOrg, tags=TAGS,
+          responses={404: "the link is invalid, used, revoked or expired",
+                     409: "already a member"}),
 )  # fmt: skip

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from jobyard.api.deps import ConnDep, ProjectDep, SettingsDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
@@ -21,6 +21,16 @@ from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.ids import JobId
 
 FingerprintPath = Annotated[str, Path(pattern=r"^[0-9a-f]{1,64}$")]
+
+
+def _date_time_text(value: object) -> object:
+    """A date-time is an RFC 3339 string; lax validation would read a number as a Unix time."""
+    if isinstance(value, int | float):
+        raise ValueError("must be a date-time string")
+    return value
+
+
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 
 
 class ReasonPublic(BaseModel):
@@ -45,8 +55,8 @@ class FilterBody(BaseModel):
     status: list[JobStatus] | None = None
     queue: Text | None = Field(default=None, max_length=100)
     handler: Text | None = Field(default=None, max_length=200)
-    created_from: datetime | None = None
-    created_to: datetime | None = None
+    created_from: DateTimeText | None = None
+    created_to: DateTimeText | None = None
     error_fingerprint: Text | None = Field(default=None, max_length=64)
 
     def filters(self) -> JobFilters:
@@ -219,9 +229,11 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", JOBS + "/{job_id}/why", Scope.PROJECT, why_job, min_role=Role.VIEWER,
           summary="Why is this job not running?", response_model=WhyPublic, tags=("jobs",)),
     Route("POST", JOBS + "/{job_id}/retry", Scope.PROJECT, retry_job, min_role=Role.MEMBER,
-          summary="Retry a job now", response_model=JobDetail, tags=("jobs",)),
+          summary="Retry a job now", response_model=JobDetail, tags=("jobs",),
+          responses={409: "the job is not failed, dead-lettered or cancelled"}),
     Route("POST", JOBS + "/{job_id}/run-now", Scope.PROJECT, run_job_now, min_role=Role.MEMBER,
-          summary="Run a scheduled job now", response_model=JobDetail, tags=("jobs",)),
+          summary="Run a scheduled job now", response_model=JobDetail, tags=("jobs",),
+          responses={409: "the job is not scheduled"}),
     Route("POST", JOBS + "/bulk", Scope.PROJECT, bulk_jobs, min_role=Role.MEMBER,
           summary="Cancel, retry or run now the jobs of a filter", response_model=BulkPublic,
           tags=("jobs",)),

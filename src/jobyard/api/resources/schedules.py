@@ -28,7 +28,7 @@ from jobyard.domain.schemas import HandlerName, Priority, check_payload
 # and Python counts U+001C-U+001F as white space where JSON Schema's regexes do not.
 _NAMED = r"^[^\x00-\x1f\x7f]*[^\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$"
 ScheduleName = Annotated[
-    Text, StringConstraints(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=_NAMED)
+    str, StringConstraints(min_length=1, max_length=limits.MAX_NAME_LENGTH, pattern=_NAMED)
 ]
 Cron = Annotated[
     Text,
