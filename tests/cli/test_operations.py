@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from jobyard.cli import app
+from jobyard.commands import common
 from jobyard.core import enqueue, projects
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId
@@ -19,7 +20,10 @@ from tests.worker.helpers import PROJECT, rows
 
 
 @pytest.fixture
-def cli(db_url: str) -> CliRunner:
+def cli(db_url: str, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    # Rich reads COLUMNS once, when the CLI's consoles are made (first import, in whichever
+    # test came first): set the width itself, so a table never cuts what a test looks for.
+    monkeypatch.setattr(common.out, "width", 300)
     return CliRunner(
         env={"JOBYARD_DATABASE_URL": db_url, "JOBYARD_PROJECT": PROJECT, "COLUMNS": "300"}
     )
