@@ -63,12 +63,29 @@ CREATE TABLE queue_stats (
 CREATE INDEX queue_stats_bucket_idx ON queue_stats (bucket);
 
 -- The same per hour: the 24-hour and 7-day charts read at most 168 rows per queue.
-CREATE TABLE queue_stats_hourly (LIKE queue_stats INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
-ALTER TABLE queue_stats_hourly
-    DROP CONSTRAINT queue_stats_minute,
-    ADD CONSTRAINT queue_stats_hourly_hour CHECK (bucket = date_trunc('hour', bucket)),
-    ADD PRIMARY KEY (queue_id, bucket),
-    ADD FOREIGN KEY (queue_id) REFERENCES queues(id) ON DELETE CASCADE;
+-- Spelled out, not LIKE queue_stats: PostgreSQL 18 would copy the NOT NULL constraints' names
+-- (queue_stats_*_not_null), 15 has none to copy, and the schema would differ between them.
+CREATE TABLE queue_stats_hourly (
+    queue_id bigint NOT NULL REFERENCES queues(id) ON DELETE CASCADE,
+    bucket timestamptz NOT NULL,
+    enqueued bigint NOT NULL DEFAULT 0 CHECK (enqueued >= 0),
+    succeeded bigint NOT NULL DEFAULT 0 CHECK (succeeded >= 0),
+    failed bigint NOT NULL DEFAULT 0 CHECK (failed >= 0),
+    timed_out bigint NOT NULL DEFAULT 0 CHECK (timed_out >= 0),
+    lease_lost bigint NOT NULL DEFAULT 0 CHECK (lease_lost >= 0),
+    released bigint NOT NULL DEFAULT 0 CHECK (released >= 0),
+    cancelled bigint NOT NULL DEFAULT 0 CHECK (cancelled >= 0),
+    retried bigint NOT NULL DEFAULT 0 CHECK (retried >= 0),
+    dead_lettered bigint NOT NULL DEFAULT 0 CHECK (dead_lettered >= 0),
+    run_hist bigint[] NOT NULL DEFAULT '{}',
+    run_sum_ms double precision NOT NULL DEFAULT 0,
+    wait_hist bigint[] NOT NULL DEFAULT '{}',
+    wait_sum_ms double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, bucket),
+    CONSTRAINT queue_stats_hourly_hour CHECK (bucket = date_trunc('hour', bucket)),
+    CONSTRAINT queue_stats_hourly_hist_len CHECK (cardinality(run_hist) <= 64
+                                                  AND cardinality(wait_hist) <= 64)
+);
 CREATE INDEX queue_stats_hourly_bucket_idx ON queue_stats_hourly (bucket);
 
 CREATE TABLE queue_stats_totals (
