@@ -118,13 +118,7 @@ async def cancel_workflow(
         "now": sql_now(now),
         "reason": f"workflow cancelled (through job {job_id})",
     }
-    async with conn.transaction():
-        cancelled = await run.all_rows(conn, "workflow_cancel_pending", params)
-        requested = await run.all_rows(conn, "workflow_request_cancel", params)
-    return {
-        "cancelled": sorted(r["id"] for r in cancelled),
-        "requested": sorted(r["id"] for r in requested),
-    }
+    return await _cancel_members(conn, "workflow_cancel_pending", "workflow_request_cancel", params)
 
 
 async def cancel_batch(
@@ -139,13 +133,7 @@ async def cancel_batch(
         "now": sql_now(now),
         "reason": f"batch {batch_id} cancelled",
     }
-    async with conn.transaction():
-        cancelled = await run.all_rows(conn, "batch_cancel_pending", params)
-        requested = await run.all_rows(conn, "batch_request_cancel", params)
-    return {
-        "cancelled": sorted(r["id"] for r in cancelled),
-        "requested": sorted(r["id"] for r in requested),
-    }
+    return await _cancel_members(conn, "batch_cancel_pending", "batch_request_cancel", params)
 
 
 async def retry_step(
@@ -208,3 +196,16 @@ async def in_workflow(conn: Conn, job_id: JobId) -> bool:
 async def outcomes(conn: Conn, project_id: ProjectId, ids: list[int]) -> list[dict[str, Any]]:
     """id, status and result of the given jobs of this project."""
     return await run.all_rows(conn, "read_job_outcomes", {"project_id": project_id, "ids": ids})
+
+
+async def _cancel_members(
+    conn: Conn, cancel_pending: str, request_cancel: str, params: dict[str, Any]
+) -> dict[str, list[int]]:
+    """One transaction: cancel the pending members, ask workers to stop the running ones."""
+    async with conn.transaction():
+        cancelled = await run.all_rows(conn, cancel_pending, params)
+        requested = await run.all_rows(conn, request_cancel, params)
+    return {
+        "cancelled": sorted(r["id"] for r in cancelled),
+        "requested": sorted(r["id"] for r in requested),
+    }
