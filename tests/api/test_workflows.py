@@ -5,6 +5,7 @@ callbacks and progress."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from jobyard.core import transitions
 from jobyard.db.pool import Conn
@@ -131,3 +132,38 @@ async def test_a_callback_on_an_unknown_queue_is_refused(
     r = await client.post(f"{base(tenant_a)}/jobs/batch", json=body, headers=owner(tenant_a))
     # The message names the field, never the submitted value (issue 12: no echo).
     assert r.status_code == 404 and "callback queue" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("entry", ["job", "workflow", "bulk", "failure_group"])
+async def test_every_retry_route_revives_what_the_failure_cancelled(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant, entry: str
+) -> None:
+    """One mechanism (core.actions.retry) behind every retry: a job's retry now, a workflow
+    step's retry, a bulk retry by filter and a failure group's retry all put the dependents
+    the failure policy cancelled back to waiting."""
+    await make_queue(client, tenant_a)
+    h = owner(tenant_a)
+    body = _steps(("top", []), ("mid", ["top"]), ("end", ["mid"]))
+    ids = (await client.post(f"{base(tenant_a)}/workflows", json=body, headers=h)).json()["job_ids"]
+    worker = await make_worker(conn, tenant_a.project_id)
+    top = await claim_one(conn, tenant_a.project_id, worker)
+    await transitions.fail(conn, top, "E", "boom", retryable=False)
+    cur = await conn.execute("SELECT error_fingerprint FROM jobs WHERE id = %s", (ids["top"],))
+    fingerprint = (await cur.fetchone() or {})["error_fingerprint"]
+    request = {
+        "job": ("POST", f"/jobs/{ids['top']}/retry", None),
+        "workflow": ("POST", f"/workflows/{ids['top']}/retry", None),
+        "bulk": ("POST", "/jobs/bulk", {"action": "retry", "filter": {"status": ["dead_letter"]}}),
+        "failure_group": ("POST", f"/failure-groups/{fingerprint}/retry", None),
+    }[entry]
+    r = await client.request(request[0], base(tenant_a) + request[1], json=request[2], headers=h)
+    assert r.status_code == 200, r.text
+    cur = await conn.execute(
+        "SELECT id, status::text AS s, cancel_reason FROM jobs WHERE id = ANY(%s) ORDER BY id",
+        (list(ids.values()),),
+    )
+    assert [(row["s"], row["cancel_reason"]) for row in await cur.fetchall()] == [
+        ("queued", None),
+        ("waiting", None),
+        ("waiting", None),
+    ]

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import httpx
 
+from jobyard.core import admin, enqueue, transitions
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
+from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.schemas import JobCreate
+from tests.api.engine_helpers import claim_one
 from tests.web.conftest import Seed, scalar, sign_in
 
 
@@ -149,3 +153,26 @@ async def test_unknown_dashboard_paths_are_the_html_404_page(
         assert "Not found" in response.text
     api = await client.get("/api/v1/nowhere")
     assert api.status_code == 404 and api.json()["error"]["code"] == "not_found"
+
+
+async def test_the_job_pages_retry_revives_the_steps_its_failure_cancelled(
+    client: httpx.AsyncClient, seed: Seed, conn: Conn
+) -> None:
+    """The job page's Retry now is the same mechanism as the API's and the CLI's
+    (core.actions.retry): a dead-lettered parent's cancelled child waits again."""
+    pid = ProjectId(seed.project)
+    await admin.create_queue(conn, pid, name="steps")
+    parent = (await enqueue.enqueue(conn, pid, JobCreate(queue="steps", handler="h"))).job["id"]
+    child = (
+        await enqueue.enqueue(
+            conn, pid, JobCreate(queue="steps", handler="h", depends_on=[int(parent)])
+        )
+    ).job["id"]
+    held = await claim_one(conn, seed.project, WorkerId(seed.worker_id), "steps")
+    await transitions.fail(conn, held, "E", "boom", retryable=False)
+    assert await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", child) == "cancelled"
+    token = await sign_in(client, seed.a, Role.MEMBER)
+    r = await client.post(f"/p/{seed.project}/jobs/{parent}/retry", data={"csrf_token": token})
+    assert r.status_code in (200, 303), r.text
+    assert await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", parent) == "queued"
+    assert await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", child) == "waiting"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from jobyard.worker.canvas import chain, group
 from tests.worker.helpers import PROJECT, eventually, maintenance_loop, rows, scalar
 from tests.workflows import broken
 from tests.workflows.apps import add, batch_done, tick
+from tests.workflows.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -151,6 +154,56 @@ async def test_a_failed_step_cancels_the_rest_and_retrying_it_lets_the_workflow_
     await eventually(lambda: _finished(conn, [a, b, c]), timeout=60)
     assert [await _status(conn, j) for j in (a, b, c)] == ["done", "done", "done"]
     assert await _result(conn, c) == 2
+
+
+async def test_jobyard_jobs_retry_of_a_failed_middle_step_lets_the_chain_continue(
+    db_url: str, conn: Conn, workers: Any
+) -> None:
+    """Issue 14 point 3 from the CLI: a → b → c, b dead-lettered (c cancelled naming b);
+    `jobyard jobs retry b`, a real process, revives c, and both run."""
+    workers(db_url, 2)
+    app = _bind(add.app, db_url)
+    run = await chain(app.tasks["add"].s(n=1), app.tasks["fails_first_run"].s().set(max_attempts=1),
+                      app.tasks["add"].s(n=1)).defer()  # fmt: skip
+    a, b, c = (run.job_ids[k] for k in ("s0", "s1", "s2"))
+    await eventually(lambda: _finished(conn, [a, b, c]), timeout=60)
+    assert [await _status(conn, j) for j in (a, b, c)] == ["done", "dead_letter", "cancelled"]
+    reason = await scalar(conn, "SELECT cancel_reason FROM jobs WHERE id = %s", c)
+    assert reason == f"dependency failed: parent job {b} ended dead_letter"
+    # c on its own is refused, naming its failed parent: it waits again when b is retried.
+    refused = _cli(db_url, "jobs", "retry", str(c))
+    assert refused.returncode == 2 and "retry that parent" in refused.stderr, refused.stderr
+    assert await _status(conn, c) == "cancelled"
+
+    cli = _cli(db_url, "jobs", "retry", str(b))
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.strip() == f"job {b} queued again; job {c} waiting again"
+    await eventually(lambda: _finished(conn, [a, b, c]), timeout=60)
+    assert [await _status(conn, j) for j in (a, b, c)] == ["done", "done", "done"]
+    assert await _result(conn, b) == "recovered"
+    assert await _result(conn, c) == 1  # n=1 plus its parent's result, a string, not counted
+    runs = await rows(
+        conn,
+        "SELECT job_id, outcome::text AS o FROM job_executions WHERE job_id = ANY(%s)"
+        " ORDER BY job_id, execution_seq",
+        [b, c],
+    )
+    assert [(r["job_id"], r["o"]) for r in runs] == [
+        (b, "failed"),
+        (b, "succeeded"),
+        (c, "succeeded"),
+    ]
+    letter = await scalar(conn, "SELECT replay_job_id FROM dead_letter_jobs WHERE job_id = %s", b)
+    assert letter == b  # the dead letter left the pending list
+
+
+def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JOBYARD_DATABASE_URL": url, "JOBYARD_PROJECT": PROJECT,
+           "COLUMNS": "200"}  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "jobyard", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
 async def test_cancelling_a_workflow_cancels_its_pending_steps(

@@ -65,9 +65,30 @@ def _one(action: actions.Action, done: str) -> Callable[..., None]:
     return command
 
 
-jobs_app.command("retry", help="Retry now: a failed, dead-lettered or cancelled job → queued.")(
-    _one("retry", "queued again")
-)
+@jobs_app.command("retry")
+def retry_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = None) -> None:
+    """Retry now: a failed, dead-lettered or cancelled job → queued. The jobs that waited on it
+    and were cancelled because it failed wait again, so its workflow continues."""
+
+    async def body(conn: Conn, pid: ProjectId) -> actions.Retried:
+        return await actions.retry_job(conn, pid, JobId(job_id))
+
+    done = _run(project, data_dir, body)
+    line = f"job {job_id} queued again"
+    if done.revived:
+        line += f"; {_ids(done.revived)} waiting again"
+    out.print(line, highlight=False)
+    if done.still_blocked:
+        out.print(
+            f"{_ids(done.still_blocked)} cancelled again: another parent failed too",
+            highlight=False,
+        )
+
+
+def _ids(ids: list[int]) -> str:
+    return ("job " if len(ids) == 1 else "jobs ") + ", ".join(str(i) for i in ids)
+
+
 jobs_app.command("run-now", help="Run now: a scheduled job → queued at once.")(
     _one("run_now", "queued to run now")
 )

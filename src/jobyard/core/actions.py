@@ -23,9 +23,46 @@ from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.lifecycle import HELD, assert_operator_action, operator_sources
 
 Action = Literal["retry", "run_now", "cancel", "delete"]
+# The failure policy's cancel reason (migration 0008's trigger): such a job is revived by
+# retrying the parent that failed, never retried on its own.
+DEPENDENCY_FAILED: Final = "dependency failed:"
 ACTIONS: Final[tuple[Action, ...]] = ("retry", "run_now", "cancel", "delete")
 BATCH_SIZE: Final = 500
 MAX_BULK: Final = 100_000  # one request never walks more; the answer says whether it stopped
+
+
+@dataclass(frozen=True)
+class Retried:
+    retried: list[int]  # queued again
+    revived: list[int]  # dependents the failure policy had cancelled, waiting again
+    still_blocked: list[int]  # revived, but another parent failed too: cancelled again
+
+
+async def retry(
+    conn: Conn, project_id: ProjectId, ids: list[int], *, now: datetime | None = None
+) -> Retried:
+    """Retry now, the one mechanism behind the API, the dashboard and the CLI (a job, a filter,
+    a failure group, a workflow step): the jobs go back to queued, and the descendants the
+    failure policy cancelled because of them go back to waiting, in one transaction, so a
+    workflow continues where it failed. A revived job that still has another failed parent is
+    cancelled again, naming it."""
+    params: dict[str, Any] = {"project_id": project_id, "now": sql_now(now)}
+    async with conn.transaction():
+        rows = await run.all_rows(
+            conn, "action_retry", {**params, "ids": ids, "from_states": _states("retry")}
+        )
+        retried = [int(r["id"]) for r in rows]
+        revived: list[int] = []
+        again: list[int] = []
+        if retried:
+            found = await run.all_rows(conn, "action_revive_dependents", {**params, "ids": retried})
+            revived = sorted(int(r["id"]) for r in found)
+        if revived:
+            found = await run.all_rows(
+                conn, "action_recheck_failed_parents", {**params, "ids": revived}
+            )
+            again = sorted(int(r["id"]) for r in found)
+    return Retried(retried, revived, again)
 
 
 @dataclass(frozen=True)
@@ -76,7 +113,9 @@ async def apply(
         )
         assert row is not None
         return int(row["cancelled"]) + int(row["requested"])
-    name = {"retry": "action_retry", "run_now": "action_run_now", "delete": "action_delete"}
+    if action == "retry":
+        return len((await retry(conn, project_id, ids, now=now)).retried)
+    name = {"run_now": "action_run_now", "delete": "action_delete"}
     rows = await run.all_rows(conn, name[action], {**base, "from_states": _states(action)})
     return len(rows)
 
@@ -94,10 +133,37 @@ async def act_on_job(
     _states(action)
     if await apply(conn, project_id, action, [job_id], now=now):
         return
+    await _refused(conn, project_id, action, job_id)
+
+
+async def retry_job(
+    conn: Conn, project_id: ProjectId, job_id: JobId, *, now: datetime | None = None
+) -> Retried:
+    """Retry one job (and revive what its failure cancelled); errors as act_on_job."""
+    done = await retry(conn, project_id, [job_id], now=now)
+    if not done.retried:
+        await _refused(conn, project_id, "retry", job_id)
+    return done
+
+
+async def _refused(conn: Conn, project_id: ProjectId, action: Action, job_id: JobId) -> None:
+    """Raise why `action` changed nothing on this job."""
     row = await run.one(conn, "action_job_status", {"project_id": project_id, "job_id": job_id})
     if row is None:
         raise NotFound("job not found")
     current = JobStatus(row["status"])
+    reason = row["cancel_reason"] or ""
+    if (
+        action == "retry"
+        and current is JobStatus.CANCELLED
+        and reason.startswith(DEPENDENCY_FAILED)
+    ):
+        raise IllegalTransition(
+            f"job {job_id} was cancelled because a parent failed ({reason}); retry that "
+            "parent and this job waits again",
+            current=current.value,
+            action=action,
+        )
     assert_operator_action(action, current)
     # The state allows it, yet nothing changed: a held job already asked to stop, or a race.
     raise IllegalTransition(

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-from jobyard.core import enqueue, read_models
+from jobyard.core import actions, enqueue
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
+from jobyard.domain.errors import NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.schemas import JobCreate, WorkflowCreate
 
@@ -139,31 +139,12 @@ async def cancel_batch(
 async def retry_step(
     conn: Conn, project_id: ProjectId, job_id: JobId, *, now: datetime | None = None
 ) -> dict[str, list[int]]:
-    """Run a dead-lettered or cancelled step again (fresh attempts), and put back to waiting
-    the dependents the failure policy cancelled because of it, so the workflow continues.
-
-    A revived dependent that still has another failed parent is cancelled again, naming it."""
-    params = {"project_id": project_id, "job_id": job_id, "now": sql_now(now)}
-    async with conn.transaction():
-        row = await run.one(conn, "workflow_retry_step", params)
-        if row is None:
-            job = await read_models.get_job(conn, project_id, job_id)  # NotFound if foreign
-            if job["cancel_reason"] and job["cancel_reason"].startswith("dependency failed:"):
-                raise IllegalTransition(
-                    f"job {job_id} was cancelled because a parent failed "
-                    f"({job['cancel_reason']}); retry that parent and this job waits again",
-                    status=job["status"],
-                )
-            raise IllegalTransition(
-                f"job {job_id} is {job['status']}; only a dead-lettered or cancelled step "
-                "can be retried",
-                status=job["status"],
-            )
-        revived = [r["id"] for r in await run.all_rows(conn, "workflow_revive_dependents", params)]
-        again = await run.all_rows(
-            conn, "workflow_recheck_failed_parents", {**params, "ids": revived}
-        )
-    return {"retried": [job_id], "revived": revived, "still_blocked": [r["id"] for r in again]}
+    """Retry one step: `actions.retry`, the operators' retry now (one more attempt if it had
+    used all of its, its dead letter marked replayed), which also puts back to waiting the
+    dependents the failure policy cancelled because of it, so the workflow continues.
+    NotFound for another project's job; IllegalTransition (naming why) if it cannot be retried."""
+    done = await actions.retry_job(conn, project_id, job_id, now=now)
+    return {"retried": done.retried, "revived": done.revived, "still_blocked": done.still_blocked}
 
 
 async def batch_status(conn: Conn, project_id: ProjectId, batch_id: int) -> dict[str, Any]:

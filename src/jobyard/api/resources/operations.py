@@ -157,7 +157,8 @@ async def why_job(
 
 async def retry_job(job_id: IdPath, project: ProjectDep, conn: ConnDep) -> JobDetail:
     """Retry now: a failed, dead-lettered or cancelled job is queued again at once (with one
-    more attempt if it had used all of its). 409 for a job in any other state."""
+    more attempt if it had used all of its), and the jobs the failure policy cancelled because
+    of it wait again (as a workflow step's retry). 409 for a job in any other state."""
     await actions.act_on_job(conn, project.project_id, "retry", JobId(job_id))
     return await _detail(conn, project, job_id)
 

@@ -1,14 +1,15 @@
 -- name: action_retry
--- Retry now: failed, dead-lettered or cancelled jobs → queued at once (compare-and-set on the given from-states), with one more attempt if they had used all of theirs; their dead letters are marked replayed into the same job.
+-- Retry now: failed, dead-lettered or cancelled jobs → queued at once (compare-and-set on the given from-states), with one more attempt if they had used all of theirs; their dead letters are marked replayed into the same job. A job the failure policy cancelled because a parent failed is not retried on its own: retrying that parent revives it (action_revive_dependents).
 -- explain: {"ids": ["$job_id"], "from_states": ["dead_letter"]}
 WITH target AS (
     UPDATE jobs
     SET status = 'queued', run_at = coalesce(%(now)s, now()), finished_at = NULL,
-        cancel_requested_at = NULL, worker_id = NULL,
+        cancel_requested_at = NULL, cancel_reason = NULL, worker_id = NULL,
         max_attempts = least(100, greatest(max_attempts, attempt + 1)),
         updated_at = coalesce(%(now)s, now())
     WHERE project_id = %(project_id)s AND id = ANY(%(ids)s::bigint[])
       AND status = ANY(%(from_states)s::job_status[])
+      AND coalesce(cancel_reason, '') NOT LIKE 'dependency failed:%%'
     RETURNING id, queue_id
 ), letters AS (
     UPDATE dead_letter_jobs d
@@ -20,6 +21,42 @@ SELECT t.id,
        (SELECT count(pg_notify('jobyard_jobs', x.queue_id::text))
         FROM (SELECT DISTINCT queue_id FROM target) x) AS notified
 FROM target t
+
+-- name: action_revive_dependents
+-- The descendants the failure policy cancelled because of the given (just retried) jobs go back to waiting, so their workflow continues; the parents' next final transition decides them (the jobs_final_effects trigger).
+-- explain: {"ids": ["$job_id"]}
+WITH RECURSIVE revived(id) AS (
+    SELECT d.job_id FROM job_dependencies d JOIN jobs c ON c.id = d.job_id
+    WHERE d.depends_on_job_id = ANY(%(ids)s::bigint[]) AND c.status = 'cancelled'
+      AND c.cancel_reason LIKE 'dependency failed:%%'
+    UNION
+    SELECT d.job_id FROM revived r
+    JOIN job_dependencies d ON d.depends_on_job_id = r.id
+    JOIN jobs c ON c.id = d.job_id
+    WHERE c.status = 'cancelled' AND c.cancel_reason LIKE 'dependency failed:%%'
+)
+UPDATE jobs
+SET status = 'waiting', finished_at = NULL, cancel_requested_at = NULL, cancel_reason = NULL,
+    updated_at = coalesce(%(now)s, now())
+WHERE project_id = %(project_id)s AND id IN (SELECT id FROM revived) AND status = 'cancelled'
+RETURNING id
+
+-- name: action_recheck_failed_parents
+-- Revived jobs that still have a failed parent (another branch) are cancelled again, naming it.
+-- explain: {"ids": ["$job_id"]}
+UPDATE jobs c
+SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now()),
+    cancel_requested_at = coalesce(%(now)s, now()),
+    cancel_reason = format('dependency failed: parent job %%s ended %%s', f.pid, f.pstatus)
+FROM (
+    SELECT DISTINCT ON (d.job_id) d.job_id, p.id AS pid, p.status::text AS pstatus
+    FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_job_id
+    WHERE d.job_id = ANY(%(ids)s::bigint[]) AND NOT d.run_anyway
+      AND p.status IN ('dead_letter', 'cancelled')
+    ORDER BY d.job_id, p.id
+) f
+WHERE c.id = f.job_id AND c.status = 'waiting'
+RETURNING c.id
 
 -- name: action_run_now
 -- Run now: scheduled jobs (delayed or backing off) → queued at once (compare-and-set).
@@ -84,8 +121,8 @@ ORDER BY j.id DESC
 LIMIT %(limit)s
 
 -- name: action_job_status
--- The current status of one job of a project (to explain a refused action).
-SELECT j.status::text AS status FROM jobs j
+-- The current status of one job of a project, and why it was cancelled (to explain a refused action).
+SELECT j.status::text AS status, j.cancel_reason FROM jobs j
 WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 
 -- name: action_discard_letters
