@@ -190,11 +190,21 @@ async def test_retry_policy_delays_out_of_order_name_base_delay_ms(
     error_of(r, 422, "validation_error")
     assert await scalar(conn, "SELECT count(*) FROM retry_policies") == 0
     r = await client.post(f"{base(tenant_a)}/retry-policies", json={"name": "p"}, headers=h)
-    # The update alone looks fine; only the merged row breaks the rule (the database says so).
-    r = await client.patch(
-        f"{base(tenant_a)}/retry-policies/{r.json()['id']}", json={"max_delay_ms": 1}, headers=h
-    )
-    assert error_fields(error_of(r, 422, "validation_error")) == {"base_delay_ms"}
+    url = f"{base(tenant_a)}/retry-policies/{r.json()['id']}"
+    # One delay alone is a valid request that conflicts with the stored other delay (the
+    # database's CHECK says so): 409 naming the field sent, not 422. The soak found the 422:
+    # schemathesis' positive-data check refuses a schema-valid request rejected with 422.
+    r = await client.patch(url, json={"max_delay_ms": 1}, headers=h)
+    assert error_fields(error_of(r, 409, "conflict")) == {"max_delay_ms"}
+    # Both together, in order: accepted.
+    r = await client.patch(url, json={"base_delay_ms": 10, "max_delay_ms": 1000}, headers=h)
+    assert r.status_code == 200 and r.json()["max_delay_ms"] == 1000, r.text
+    r = await client.patch(url, json={"base_delay_ms": 438747, "jitter": False}, headers=h)
+    assert error_fields(error_of(r, 409, "conflict")) == {"base_delay_ms"}
+    # Both in one request, out of order: the request itself is invalid (422).
+    r = await client.patch(url, json={"base_delay_ms": 5000, "max_delay_ms": 10}, headers=h)
+    error_of(r, 422, "validation_error")
+    assert await scalar(conn, "SELECT base_delay_ms FROM retry_policies") == 10
 
 
 async def test_retry_policy_fields_cannot_be_nulled(

@@ -167,3 +167,31 @@ async def test_every_retry_route_revives_what_the_failure_cancelled(
         ("waiting", None),
         ("waiting", None),
     ]
+
+
+async def test_a_parent_that_already_failed_is_a_409_conflict_not_a_422(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    """The soak's find: `depends_on` naming a parent that already ended cancelled was a 422, so
+    schemathesis' positive-data check saw a schema-valid request rejected. The request is
+    valid; the parent's state refuses it: 409, from /workflows and /jobs alike."""
+    await make_queue(client, tenant_a)
+    h = owner(tenant_a)
+    job = (await client.post(f"{base(tenant_a)}/jobs", json={"handler": "noop"}, headers=h)).json()[
+        "id"
+    ]
+    assert (await client.post(f"{base(tenant_a)}/jobs/{job}/cancel", headers=h)).status_code == 200
+    step = {"key": "0", "handler": "P", "depends_on": [job], "max_attempts": 1}
+    r = await client.post(f"{base(tenant_a)}/workflows", json={"steps": [step]}, headers=h)
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["message"].startswith(f"parent job {job} already ended cancelled")
+    r = await client.post(
+        f"{base(tenant_a)}/jobs", json={"handler": "h", "depends_on": [job]}, headers=h
+    )
+    assert r.status_code == 409, r.text
+    r = await client.post(
+        f"{base(tenant_a)}/jobs",
+        json={"handler": "h", "depends_on": [job], "run_anyway": True},
+        headers=h,
+    )
+    assert r.status_code == 202 and r.json()["status"] == "queued", r.text

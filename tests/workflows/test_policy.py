@@ -12,7 +12,7 @@ import pytest
 from jobyard.core import claim, enqueue, transitions, workflows
 from jobyard.core.claim import queues_by_names
 from jobyard.db.pool import Conn, connect
-from jobyard.domain.errors import IllegalTransition, NotFound, ValidationFailed
+from jobyard.domain.errors import Conflict, IllegalTransition, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId, WorkerId
 from jobyard.domain.models import ClaimedJob, QueueRef
 from jobyard.domain.schemas import BatchCreate, JobCreate, WorkflowCreate
@@ -123,7 +123,7 @@ async def test_enqueue_refuses_foreign_missing_and_failed_parents(conn: Conn) ->
     dead = await _job(conn, project)
     (job,) = await _claim(conn, queue, worker)
     await _dead_letter(conn, job)
-    with pytest.raises(ValidationFailed, match=f"parent job {dead} already ended dead_letter"):
+    with pytest.raises(Conflict, match=f"parent job {dead} already ended dead_letter"):
         await _job(conn, project, dead)
     assert (
         await enqueue.enqueue(

@@ -209,8 +209,22 @@ async def update_policy(
         if required in changes and changes[required] is None:
             raise ValidationFailed(f"{required} cannot be null", field=required)
     params = {**_changes(POLICY_FIELDS, changes), "project_id": project_id, "policy_id": policy_id}
-    async with _named_errors():
-        row = await run.one(conn, "policy_update", params)
+    try:
+        async with _named_errors():
+            row = await run.one(conn, "policy_update", params)
+    except ValidationFailed as exc:
+        if exc.details.get("field") != "base_delay_ms" or {"base_delay_ms", "max_delay_ms"} <= set(
+            changes
+        ):
+            raise
+        # Only one of the two delays was sent: the request is valid on its own and conflicts
+        # with the policy's stored other delay (409, like any conflict with current state).
+        sent = "base_delay_ms" if "base_delay_ms" in changes else "max_delay_ms"
+        raise Conflict(
+            f"{sent} conflicts with the policy's other delay: base_delay_ms must not exceed "
+            "max_delay_ms; send both to change them together",
+            field=sent,
+        ) from exc
     if row is None:
         raise NotFound("retry policy not found")
     return row

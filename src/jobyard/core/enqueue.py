@@ -16,7 +16,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import IdempotencyConflict, NotFound, ValidationFailed
+from jobyard.domain.errors import Conflict, IdempotencyConflict, NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
@@ -114,8 +114,8 @@ async def _has_unfinished_parents(
     and its trigger sees the new child) and say whether the child must wait.
 
     A parent of another project reads as missing. A parent that already ended dead_letter or
-    cancelled is refused unless the child runs anyway: the failure policy would cancel the
-    child at once, and a refusal says why where a cancelled job would not."""
+    cancelled is refused (Conflict, 409) unless the child runs anyway: the failure policy would
+    cancel the child at once, and a refusal says why where a cancelled job would not."""
     rows = await run.all_rows(
         conn, "job_lock_parents", {"project_id": project_id, "parents": parents}
     )
@@ -131,7 +131,8 @@ async def _has_unfinished_parents(
         failed = [(i, s) for i, s in found.items() if s in ("dead_letter", "cancelled")]
         if failed:
             i, s = failed[0]
-            raise ValidationFailed(
+            # 409, not 422: the request is valid; the parent's current state refuses it.
+            raise Conflict(
                 f"parent job {i} already ended {s}, so this job would never run; "
                 "pass run_anyway to run it after its parents whatever their outcome",
                 field="depends_on",

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, TypeVar
@@ -68,6 +69,21 @@ def reject_nul(value: Any, field: str) -> None:
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             reject_nul(item, f"{field}[{i}]")
+
+
+_NUMBER: Final = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _date_time_text(value: object) -> object:
+    """A date-time is an RFC 3339 string. Lax validation would read a number, or a string
+    that holds only a number (every query parameter is a string), as a Unix time."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("must be a date-time string (RFC 3339), not a number")
+    return value
+
+
+# For bodies and query parameters alike.
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 
 
 def utc(value: datetime | None, field: str) -> datetime | None:

@@ -16,7 +16,15 @@ from pydantic import BaseModel, Field
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul, utc
+from jobyard.api.resources._shared import (
+    DateTimeText,
+    IdPath,
+    Text,
+    as_page,
+    keyset_after,
+    reject_nul,
+    utc,
+)
 from jobyard.api.routes import Route, Scope
 from jobyard.core import enqueue, read_models, transitions
 from jobyard.core.read_models import JobFilters
@@ -135,8 +143,8 @@ async def list_jobs(
     ] = None,
     queue: Annotated[Text | None, Query(max_length=100)] = None,
     handler: Annotated[Text | None, Query(max_length=200)] = None,
-    created_from: Annotated[datetime | None, Query(description="created_at >= this")] = None,
-    created_to: Annotated[datetime | None, Query(description="created_at < this")] = None,
+    created_from: Annotated[DateTimeText | None, Query(description="created_at >= this")] = None,
+    created_to: Annotated[DateTimeText | None, Query(description="created_at < this")] = None,
     error_fingerprint: Annotated[Text | None, Query(max_length=64)] = None,
 ) -> Page[JobSummary]:
     """The job explorer: newest first, filtered, cursor-paginated."""
@@ -187,7 +195,8 @@ ROUTES: tuple[Route, ...] = (
           summary="Enqueue a job", response_model=JobPublic, tags=TAGS,
           operation_id="jobs_enqueue", rate_limit="enqueue",
           responses={200: "the idempotency key already named this job (same payload): that job",
-                     409: "the idempotency key names a job with another payload"}),
+                     409: "the idempotency key names a job with another payload, or a "
+                          "depends_on parent already ended dead-lettered or cancelled"}),
     Route("POST", BASE + "/batch", Scope.PROJECT, enqueue_batch, min_role=Role.MEMBER,
           status_code=202, summary="Enqueue a batch of jobs", response_model=BatchPublic,
           tags=TAGS, operation_id="jobs_enqueue_batch", rate_limit="enqueue"),

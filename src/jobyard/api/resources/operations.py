@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from jobyard.api.deps import ConnDep, ProjectDep, SettingsDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, Text, utc
+from jobyard.api.resources._shared import DateTimeText, IdPath, Text, utc
 from jobyard.api.resources.jobs import JobDetail
 from jobyard.api.routes import Route, Scope
 from jobyard.core import actions, failures, read_models, schedules, why
@@ -21,16 +21,6 @@ from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.ids import JobId
 
 FingerprintPath = Annotated[str, Path(pattern=r"^[0-9a-f]{1,64}$")]
-
-
-def _date_time_text(value: object) -> object:
-    """A date-time is an RFC 3339 string; lax validation would read a number as a Unix time."""
-    if isinstance(value, int | float):
-        raise ValueError("must be a date-time string")
-    return value
-
-
-DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 
 
 class ReasonPublic(BaseModel):

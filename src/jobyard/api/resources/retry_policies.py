@@ -119,7 +119,8 @@ ROUTES: tuple[Route, ...] = (
           summary="Get a retry policy", response_model=RetryPolicyPublic, tags=TAGS),
     Route("PATCH", BASE + "/{policy_id}", Scope.PROJECT, update_policy, min_role=Role.ADMIN,
           summary="Update a retry policy", response_model=RetryPolicyPublic, tags=TAGS,
-          responses={409: "the name is taken"}),
+          responses={409: "the name is taken, or one delay sent alone would cross the "
+                          "policy's stored other delay"}),
     Route("DELETE", BASE + "/{policy_id}", Scope.PROJECT, delete_policy, min_role=Role.ADMIN,
           status_code=204, summary="Delete a retry policy", tags=TAGS),
 )  # fmt: skip

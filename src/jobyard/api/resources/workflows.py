@@ -138,13 +138,17 @@ BATCH = "/projects/{project_id}/batches/{batch_id}"
 ROUTES: tuple[Route, ...] = (
     Route("POST", WF, Scope.PROJECT, enqueue_workflow, min_role=Role.MEMBER, status_code=202,
           summary="Enqueue a workflow (a DAG of jobs)", response_model=WorkflowCreated, tags=TAGS,
-          rate_limit="enqueue", responses={404: "a parent job or queue does not exist"}),
+          rate_limit="enqueue", responses={404: "a parent job or queue does not exist",
+                                           409: "a parent already ended dead-lettered or "
+                                                "cancelled (pass run_anyway)"}),
     Route("GET", WF + "/{job_id}", Scope.PROJECT, get_workflow, min_role=Role.VIEWER,
           summary="The workflow a job belongs to", response_model=WorkflowPublic, tags=TAGS),
     Route("POST", WF + "/{job_id}/cancel", Scope.PROJECT, cancel_workflow, min_role=Role.MEMBER,
           summary="Cancel a workflow's pending steps", response_model=WorkflowControl, tags=TAGS),
     Route("POST", WF + "/{job_id}/retry", Scope.PROJECT, retry_step, min_role=Role.MEMBER,
-          summary="Retry a failed step", response_model=StepRetried, tags=TAGS),
+          summary="Retry a failed step", response_model=StepRetried, tags=TAGS,
+          responses={409: "the step cannot be retried in its state, or was cancelled because "
+                          "its parent failed (retry the parent)"}),
     Route("GET", BATCH, Scope.PROJECT, get_batch, min_role=Role.VIEWER,
           summary="A batch's progress", response_model=BatchStatus, tags=TAGS),
     Route("POST", BATCH + "/cancel", Scope.PROJECT, cancel_batch, min_role=Role.MEMBER,
