@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
 import pytest
 
@@ -44,6 +45,32 @@ async def test_defer_many_inserts_every_job_in_one_batch_in_order(db_url: str, c
     with pytest.raises(ValidationFailed, match="payload"):
         await send.defer_many([{"to": "x" * 70_000}])
     assert await scalar(conn, "SELECT count(*) FROM jobs") == 5
+
+
+async def test_defer_many_with_a_delay_holds_every_job_back_by_the_database_clock(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task
+    async def remind(ctx: JobContext, who: str) -> None: ...
+
+    before = await scalar(conn, "SELECT now()")
+    deferred = await remind.defer_many([{"who": "a"}, {"who": "b"}], delay=timedelta(minutes=2))
+    after = await scalar(conn, "SELECT now()")
+    assert [d.status for d in deferred] == ["scheduled"] * 2
+    found = await rows(conn, "SELECT status::text, run_at FROM jobs ORDER BY id")
+    assert {r["status"] for r in found} == {"scheduled"}
+    assert len({r["run_at"] for r in found}) == 1  # one instant for the batch
+    due = found[0]["run_at"]
+    assert before + timedelta(minutes=2) <= due <= after + timedelta(minutes=2)
+    now = await app.defer_many("remind", [{"who": "c"}], delay=0)
+    assert [d.status for d in now] == ["queued"]
+    with pytest.raises(ValidationFailed, match="run_at or delay, not both"):
+        await remind.defer_many([{"who": "x"}], delay=5, run_at=due)
+    with pytest.raises(ValidationFailed, match="non-negative number of seconds"):
+        await remind.defer_many([{"who": "x"}], delay=-1)
+    assert await scalar(conn, "SELECT count(*) FROM jobs") == 3
 
 
 async def test_a_handle_waits_for_the_result_and_reports_failure_and_cancel(

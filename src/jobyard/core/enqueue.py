@@ -42,7 +42,7 @@ async def enqueue(
     run_at = job.run_at
     if job.delay_ms is not None:
         # A delay is relative to the database clock: resolve it there, not on this host.
-        base = now or await _db_now(conn)
+        base = now or await database_now(conn)
         run_at = base + timedelta(milliseconds=job.delay_ms)
     params: dict[str, Any] = {
         "project_id": project_id,
@@ -140,7 +140,8 @@ async def _has_unfinished_parents(
     return any(s not in ("done", "dead_letter", "cancelled") for s in found.values())
 
 
-async def _db_now(conn: Conn) -> datetime:
+async def database_now(conn: Conn) -> datetime:
+    """The database's clock (what a delay is added to)."""
     row = await run.one(conn, "clock_now", {})
     assert row is not None
     result: datetime = row["now"]

@@ -213,16 +213,18 @@ class Task:
         payloads: Iterable[Mapping[str, Any]],
         *,
         conn: Any = None,
+        delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
     ) -> list[Deferred]:
         """Enqueue one job per payload (keyword arguments as a dict) in one statement.
 
         The jobs share a batch and this task's queue and options; they are returned in the
-        order given. `conn` works as for `defer`.
+        order given. `conn` works as for `defer`; `delay` (seconds or a timedelta, by the
+        database's clock) or `run_at` holds them all back.
         """
         return await self.app.defer_many(
-            self.name, payloads, conn=conn, run_at=run_at, priority=priority
+            self.name, payloads, conn=conn, delay=delay, run_at=run_at, priority=priority
         )
 
     def s(self, **payload: Any) -> Signature:
@@ -404,10 +406,14 @@ class App:
         *,
         conn: Any = None,
         queue: str | None = None,
+        delay: float | timedelta | None = None,
         run_at: datetime | None = None,
         priority: int | None = None,
     ) -> list[Deferred]:
         """Enqueue many jobs of one handler in one statement (core's batch enqueue)."""
+        delay_ms = _delay_ms(delay)
+        if delay_ms is not None and run_at is not None:
+            raise ValidationFailed("give run_at or delay, not both", field="delay")
         spec = self.registry.get(handler) or TaskSpec(name=handler, fn=_unregistered)
         if queue is not None:
             spec = replace(spec, queue=queue)
@@ -444,9 +450,9 @@ class App:
             )
         if conn is not None:
             async with foreign.adopted(conn) as adopted:
-                return await self._insert_batch(adopted, batch)
+                return await self._insert_batch(adopted, batch, delay_ms)
         async with self.connection() as own:
-            return await self._insert_batch(own, batch)
+            return await self._insert_batch(own, batch, delay_ms)
 
     def job(self, job_id: int) -> JobHandle:
         """A handle on a job of this app's project by id (status, result, cancel)."""
@@ -568,8 +574,17 @@ class App:
             _app=self,
         )
 
-    async def _insert_batch(self, conn: dbpool.Conn, batch: BatchCreate) -> list[Deferred]:
+    async def _insert_batch(
+        self, conn: dbpool.Conn, batch: BatchCreate, delay_ms: int | None = None
+    ) -> list[Deferred]:
         project_id = await self.project_id(conn)
+        if delay_ms is not None:
+            # A batch item carries run_at only: the delay is added to the database's clock,
+            # as a single defer's delay_ms is, never to this machine's.
+            due = await enqueue.database_now(conn) + timedelta(milliseconds=delay_ms)
+            batch = batch.model_copy(
+                update={"jobs": [j.model_copy(update={"run_at": due}) for j in batch.jobs]}
+            )
         try:
             result = await enqueue.enqueue_batch(conn, project_id, batch)
         except NotFound as exc:
@@ -688,6 +703,15 @@ def _timeout(value: float | None) -> float | None:
     return float(value)
 
 
+def _delay_ms(delay: float | timedelta | None) -> int | None:
+    if delay is None:
+        return None
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ValidationFailed("delay must be a non-negative number of seconds", field="delay")
+    return round(seconds * 1000)
+
+
 def _job_create(
     spec: TaskSpec,
     payload: Any,
@@ -697,12 +721,7 @@ def _job_create(
     run_at: datetime | None,
     idempotency_key: str | None,
 ) -> JobCreate:
-    delay_ms: int | None = None
-    if delay is not None:
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-            raise ValidationFailed("delay must be a non-negative number of seconds", field="delay")
-        delay_ms = round(seconds * 1000)
+    delay_ms = _delay_ms(delay)
     try:
         return JobCreate(
             queue=spec.queue,
