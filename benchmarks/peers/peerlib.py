@@ -52,9 +52,7 @@ def loadavg() -> str:
 class Workers:
     """Worker processes of the peer's own CLI, each logging to WORKDIR/worker-N.log."""
 
-    def __init__(
-        self, argv: list[str], processes: int, workdir: Path, env: dict[str, str]
-    ) -> None:
+    def __init__(self, argv: list[str], processes: int, workdir: Path, env: dict[str, str]) -> None:
         self.argv, self.processes, self.workdir = argv, processes, workdir
         self.env = {**os.environ, **env}
         self.procs: list[subprocess.Popen[bytes]] = []

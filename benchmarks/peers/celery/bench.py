@@ -94,11 +94,15 @@ def enqueue_rate(client: redis.Redis, name: str, total: int, batch: bool) -> flo
     return total / elapsed
 
 
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def drain_counts(client: redis.Redis) -> tuple[int, float, float]:
     """Sum of the workers' counts, earliest start, latest end (bench:drain:<pid> hashes)."""
     total, first, last = 0, float("inf"), 0.0
     for key in client.keys("bench:drain:*"):
-        row = {k.decode(): v.decode() for k, v in client.hgetall(key).items()}
+        row = {text(k): text(v) for k, v in client.hgetall(key).items()}
         total += int(row["count"])
         first = min(first, float(row["first"]))
         last = max(last, float(row["last"]))
@@ -172,7 +176,7 @@ def pickup(client: redis.Redis, broker: str, workdir: Path, sizes: Sizes) -> dic
             time.sleep(0.05)
     finally:
         running.stop()
-    rows = [item.decode().split() for item in client.lrange("bench:pickup", 0, -1)]
+    rows = [text(item).split() for item in client.lrange("bench:pickup", 0, -1)]
     ms = sorted((float(started) - float(sent)) * 1000 for sent, started in rows)
     if len(ms) != total:
         raise BenchError(f"pickup: expected {total} tasks, got {len(ms)}")

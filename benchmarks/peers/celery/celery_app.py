@@ -19,7 +19,7 @@ import time
 from typing import Any, Final
 
 import redis
-from celery import Celery
+from celery import Celery  # type: ignore[attr-defined] # a lazily built module
 from celery.signals import task_postrun, task_prerun
 
 BROKER: Final = os.environ.get("CELERY_BENCH_BROKER", "redis://127.0.0.1:6379/0")
@@ -57,7 +57,7 @@ _redis: redis.Redis | None = None
 
 
 def _client() -> redis.Redis:
-    global _redis  # noqa: PLW0603 - one client per worker process
+    global _redis
     if _redis is None:
         _redis = redis.Redis.from_url(BROKER)
     return _redis
@@ -78,7 +78,7 @@ def _flush_forever() -> None:
 
 @task_prerun.connect
 def _started(**_: Any) -> None:
-    global _first_start, _flusher  # noqa: PLW0603
+    global _first_start, _flusher
     now = time.time()
     with _lock:
         if _first_start is None:
@@ -89,7 +89,7 @@ def _started(**_: Any) -> None:
 
 @task_postrun.connect
 def _ended(**_: Any) -> None:
-    global _last_end, _count  # noqa: PLW0603
+    global _last_end, _count
     now = time.time()
     with _lock:
         _last_end = now

@@ -28,9 +28,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from peerlib import (
+    BATCH_CAP,
     POLL_S,
     STALL_TIMEOUT_S,
-    BATCH_CAP,
     BenchError,
     Sizes,
     Workers,
@@ -90,9 +90,7 @@ async def wait_succeeded(
     while True:
         await asyncio.sleep(POLL_S)
         running.check_alive()
-        n = await count(
-            conn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
-        )
+        n = await count(conn, "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")
         if n >= expected:
             return
         if n != done:

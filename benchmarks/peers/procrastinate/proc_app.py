@@ -11,7 +11,6 @@ import os
 from procrastinate import App, PsycopgConnector
 
 
-
 def make_app(conninfo: str) -> App:
     """The app on `conninfo`, with the task registered (bench.py defers through one too: an
     App built in bench.py itself, the __main__ module, makes Procrastinate warn)."""
