@@ -19,6 +19,9 @@ from typing import IO, Any, Final
 POLL_S: Final = 0.2  # progress polling only; intervals come from the peer's own clocks
 STALL_TIMEOUT_S: Final = 60.0
 BATCH_CAP: Final = 10_000  # jobs per batch enqueue call: jobyard's batch cap
+# A drain stops here if the queue is not empty yet: its rate is then the jobs finished over the
+# time they took (Procrastinate on this host: ~35-100 jobs/s, 20,000 jobs would take minutes).
+DRAIN_BUDGET_S: Final = 30.0
 
 
 @dataclass(frozen=True)
