@@ -84,8 +84,8 @@ def prefill(client: redis.Redis, total: int) -> None:
     by a Redis pipeline, instead of minutes of `apply_async` on a loaded host."""
     client.delete(QUEUE)
     noop.delay()
-    raw = client.lpop(QUEUE)
-    assert raw is not None
+    raw = client.lpop(QUEUE)  # one element (no count): bytes
+    assert isinstance(raw, bytes | str)
     message = json.loads(text(raw))
     pipe = client.pipeline(transaction=False)
     for n in range(total):
