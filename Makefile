@@ -11,7 +11,7 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser promtool test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers explain db-reset db-dump clean
+.PHONY: help install browser promtool test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers bench-peers-pgqueuer bench-peers-procrastinate bench-peers-celery bench-ceiling explain db-reset db-dump clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -62,11 +62,30 @@ demo: install ## set everything up and run the whole system on embedded PostgreS
 up: install ## run api + worker + scheduler against the configured database
 	$(BIN)/jobyard up
 
-bench: install ## PgQueuer and jobyard in turns (5 rounds each); rewrite docs/BENCHMARKS.md
-	$(BIN)/jobyard bench --runs 5 --peer-command "benchmarks/peers/pgqueuer/run.sh --runs 1"
+# Each peer (and the pgbench ceiling) runs once just before each of jobyard's rounds.
+PEER_COMMANDS := \
+	--peer-command "benchmarks/peers/pgqueuer/run.sh --runs 1" \
+	--peer-command "benchmarks/peers/procrastinate/run.sh --runs 1" \
+	--peer-command "benchmarks/peers/celery/run.sh --runs 1" \
+	--peer-command "$(BIN)/python benchmarks/ceiling/ceiling.py --runs 1"
+BENCH_RUNS ?= 3
 
-bench-peers: install ## measure PgQueuer 1.6.0 on this machine into .jobyard/peers/pgqueuer.json
+bench: install ## every peer, the pgbench ceiling and jobyard in turns (3 rounds); rewrite docs/BENCHMARKS.md
+	UV=$(UV) PYTHON=$(PYTHON) $(BIN)/jobyard bench --runs $(BENCH_RUNS) $(PEER_COMMANDS)
+
+bench-peers: bench-peers-pgqueuer bench-peers-procrastinate bench-peers-celery ## measure every peer alone into .jobyard/peers/<peer>.json
+
+bench-peers-pgqueuer: install ## measure PgQueuer 1.6.0 on this machine into .jobyard/peers/pgqueuer.json
 	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/pgqueuer/run.sh --output $(PEERS)/pgqueuer.json $(PEER_ARGS)
+
+bench-peers-procrastinate: install ## measure Procrastinate 3.10.0 into .jobyard/peers/procrastinate.json
+	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/procrastinate/run.sh --output $(PEERS)/procrastinate.json $(PEER_ARGS)
+
+bench-peers-celery: install ## measure Celery 5.7.0 + Redis into .jobyard/peers/celery.json
+	UV=$(UV) PYTHON=$(PYTHON) benchmarks/peers/celery/run.sh --output $(PEERS)/celery.json $(PEER_ARGS)
+
+bench-ceiling: install ## pgbench of the bare claim+complete SQL into .jobyard/peers/ceiling.json
+	$(BIN)/python benchmarks/ceiling/ceiling.py --output $(PEERS)/ceiling.json $(PEER_ARGS)
 
 explain: install ## regenerate docs/EXPLAIN.md from the EXPLAIN harness
 	$(BIN)/jobyard db explain

@@ -262,3 +262,87 @@ def test_reference_and_peer_command_together_are_refused(tmp_path: Path) -> None
     text = " ".join(done.output.split())
     assert done.exit_code == 2, text
     assert "--reference and --peer-command both name the PgQueuer column" in text
+
+
+def _json_printer(tmp_path: Path, name: str, data: dict[str, object]) -> str:
+    """A stand-in peer command printing `data`, logging its name to tmp_path/order per run."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data), "utf-8")
+    script = tmp_path / f"{name}.py"
+    script.write_text(
+        "import pathlib\n"
+        f"with open({str(tmp_path / 'order')!r}, 'a') as f: f.write({name!r} + ' ')\n"
+        f"print(pathlib.Path({str(path)!r}).read_text())\n",
+        "utf-8",
+    )
+    return f"{sys.executable} {script}"
+
+
+def test_several_peer_commands_take_turns_and_each_gets_a_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fake_run_bench(*args: object) -> Report:
+        before_run = args[4]
+        assert callable(before_run)
+        for _ in range(2):
+            before_run()
+        return _report()
+
+    monkeypatch.setattr(harness, "run_bench", fake_run_bench)
+    monkeypatch.setattr(reference, "machine_info", lambda: MACHINE)
+    pgq = json.loads(_peer_file(tmp_path).read_text("utf-8"))  # every rate 500, latency 4 ms
+    celery = {**pgq, "peer": "Celery", "version": "5.7.0", "enqueue_batch_per_s": 250.0}
+    # The ceiling has only the drains, and says so; jobyard's 1,000/s is a quarter of it.
+    ceiling = {
+        "drain_1proc_per_s": 4000.0,
+        "drain_2proc_per_s": 4000.0,
+        "not_applicable": [k for k in JSON_KEYS if not k.startswith("drain_")],
+        "peer": "ceiling",
+        "version": "(pgbench 18.6, n=100)",
+        "measured_at": "2026-12-03T01:02:03+00:00",
+        "machine": MACHINE,
+    }
+    commands = [
+        _json_printer(tmp_path, "pgqueuer", pgq),
+        _json_printer(tmp_path, "celery", celery),
+        _json_printer(tmp_path, "ceiling", ceiling),
+    ]
+    cli = CliRunner(env={"JOBYARD_DATABASE_URL": "postgresql://nobody@/none?host=/nonexistent"})
+    target = tmp_path / "BENCHMARKS.md"
+    args = ["bench", "--output", str(target)]
+    for command in commands:
+        args += ["--peer-command", command]
+    done = cli.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    # Each peer once before each of jobyard's rounds, in the order given.
+    assert (tmp_path / "order").read_text().split() == ["pgqueuer", "celery", "ceiling"] * 2
+    text = " ".join(target.read_text(encoding="utf-8").split())
+    assert (
+        "| metric | jobyard | target | met | vs target | PgQueuer 1.6.0 | vs PgQueuer | "
+        "Celery 5.7.0 | vs Celery | ceiling (pgbench 18.6, n=100) | vs ceiling |" in text
+    )
+    assert "| batch enqueue | **1,000** /s (1,000–1,000) | ≥ 80,000 | **no** | 0.01× | " in text
+    assert "| 500 | 2.00× | 250 | 4.00× | — | — |" in text  # batch: no ceiling number
+    assert "| 500 | 2.00× | 500 | 2.00× | 4,000 | 0.25× |" in text  # drain 1 process
+    assert "- Celery 5.7.0 column: measured on this machine by" in text
+    assert "- ceiling (pgbench 18.6, n=100) column: measured on this machine by" in text
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"not_applicable": ["drain_9proc_per_s"]}, '"not_applicable" in the reference file'),
+        ({"not_applicable": "pickup_p50_ms"}, '"not_applicable" in the reference file'),
+        ({"not_applicable": list(JSON_KEYS)}, "has no number at all"),
+        ({"not_applicable": ["pickup_p50_ms"], "pickup_p99_ms": None}, 'no "pickup_p99_ms"'),
+    ],
+)
+def test_a_peer_leaves_out_only_the_scenarios_it_names(
+    tmp_path: Path, changes: dict[str, object], message: str
+) -> None:
+    with pytest.raises(reference.ReferenceFileError, match=message):
+        reference.load(_peer_file(tmp_path, **changes), machine=MACHINE)
+    skipped = reference.load(
+        _peer_file(tmp_path, not_applicable=["pickup_p50_ms"], pickup_p50_ms=None), machine=MACHINE
+    )
+    assert "pickup_p50_ms" not in skipped.numbers

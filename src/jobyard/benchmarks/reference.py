@@ -1,11 +1,13 @@
-"""The PgQueuer column of `jobyard bench`: the issue's figures, or PgQueuer measured here.
+"""The peer columns of `jobyard bench`: the issue's PgQueuer figures, or peers measured here.
 
 Without a peer the column holds the figures the issue quotes for PgQueuer 1.6, measured on
 another machine. `jobyard bench --reference FILE` takes them from the JSON object that
 `make bench-peers` writes to .jobyard/peers/pgqueuer.json (benchmarks/peers/README.md): PgQueuer
 measured on this machine by the same scenarios, so the ratios compare queues, not machines.
 `jobyard bench --peer-command CMD` (what `make bench` uses) runs the peer's benchmark once just
-before each of its own runs, so a shared host's slow minutes fall on both alike.
+before each of its own runs, so a shared host's slow minutes fall on both alike; given several
+times (PgQueuer, Procrastinate, Celery, the pgbench ceiling: `make bench`), each peer gets its own
+column and runs in turn before each of jobyard's rounds.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ class Reference:
     label: str  # the column's header
     numbers: Mapping[str, float]  # by metric key; a metric without one shows "—"
     source: str  # where the numbers came from, one sentence for the report
+    name: str = ""  # the ratio column's "vs <name>"; default: the label's first word
+
+    @property
+    def short(self) -> str:
+        return self.name or self.label.split(" ", 1)[0]
 
 
 QUOTED: Final = Reference(
@@ -89,13 +96,14 @@ def load(path: Path, *, machine: Mapping[str, Any] | None = None) -> Reference:
     )
     if result.quick:
         source += "; a `--quick` smoke run with tiny sizes, not a measurement"
-    return Reference(label=result.label, numbers=result.numbers, source=source)
+    return Reference(label=result.label, numbers=result.numbers, source=source, name=result.peer)
 
 
 @dataclass(frozen=True)
 class PeerResult:
     """One checked peer measurement (a `make bench-peers` file or a peer command's output)."""
 
+    peer: str  # "PgQueuer"
     label: str  # "PgQueuer 1.6.0"
     numbers: Mapping[str, float]
     where: str  # "on this machine", or which other one
@@ -111,10 +119,21 @@ def parse(
     if not isinstance(data, dict):
         raise ReferenceFileError(f"{origin} is not a JSON object", regenerate)
 
+    # A peer may leave out scenarios that do not apply to it, but must say which (the pgbench
+    # ceiling has only the drains): a number missing without that is an error.
+    skipped = data.get("not_applicable", [])
+    if not isinstance(skipped, list) or not all(key in JSON_KEYS for key in skipped):
+        raise ReferenceFileError(
+            f'"not_applicable" in {origin} must list keys among {", ".join(JSON_KEYS)}',
+            regenerate,
+        )
+    if len(set(skipped)) == len(JSON_KEYS):
+        raise ReferenceFileError(f"{origin} has no number at all", regenerate)
+
     numbers: dict[str, float] = {}
     for key in (*JSON_KEYS, *OPTIONAL_KEYS):
         if key not in data:
-            if key in OPTIONAL_KEYS:
+            if key in OPTIONAL_KEYS or key in skipped:
                 continue
             raise ReferenceFileError(f'{origin} has no "{key}"', regenerate)
         value = data[key]
@@ -155,6 +174,7 @@ def parse(
     )
     runs = data.get("runs")
     return PeerResult(
+        peer=peer,
         label=f"{peer} {version}",
         numbers=numbers,
         where=where,
@@ -215,4 +235,19 @@ class PeerCommand:
         )
         if any(r.quick for r in self.results):
             source += "; a `--quick` smoke run with tiny sizes, not a measurement"
-        return Reference(label=first.label, numbers=numbers, source=source)
+        return Reference(label=first.label, numbers=numbers, source=source, name=first.peer)
+
+
+class PeerCommands:
+    """Several `--peer-command`s: each runs once, in the order given, before each of jobyard's
+    runs; each becomes its own column."""
+
+    def __init__(self, commands: list[str], *, machine: Mapping[str, Any] | None = None) -> None:
+        self.peers = [PeerCommand(command, machine=machine) for command in commands]
+
+    def run_once(self) -> None:
+        for peer in self.peers:
+            peer.run_once()
+
+    def references(self) -> list[Reference]:
+        return [peer.reference() for peer in self.peers]

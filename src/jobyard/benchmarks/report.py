@@ -6,6 +6,7 @@ optimized and why, with numbers) survive every `jobyard bench`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -43,7 +44,7 @@ class Metric:
         return f"{times:.2f}×"
 
 
-# The PgQueuer column comes from a Reference (reference.py): the issue's figures by default.
+# The peer columns come from References (reference.py): the issue's PgQueuer figures by default.
 METRICS: Final = (
     Metric("enqueue_single_per_s", "single enqueue, 1 connection (key)", "/s", 2_500),
     Metric("enqueue_single_concurrent_per_s", "single enqueue, 4 connections", "/s"),
@@ -73,7 +74,16 @@ def _fmt_peer(value: float | None, unit: str) -> str:
     return "—" if value is None else _fmt(value, unit)
 
 
-def render_block(report: Report, reference: Reference = QUOTED) -> str:
+Peers = Reference | Sequence[Reference]
+
+
+def _as_list(peers: Peers) -> list[Reference]:
+    return [peers] if isinstance(peers, Reference) else list(peers)
+
+
+def render_block(report: Report, peers: Peers = QUOTED) -> str:
+    """The generated block: jobyard's medians, the targets, and a value and ratio per peer."""
+    references = _as_list(peers)
     s = report.sizes
     server = report.server
     machine = report.machine
@@ -83,8 +93,9 @@ def render_block(report: Report, reference: Reference = QUOTED) -> str:
         f"Measured {report.started_at:%Y-%m-%d %H:%M} UTC; median of {len(report.runs)} "
         f"run{'s' if len(report.runs) != 1 else ''} (min–max in brackets).",
         "",
-        f"| metric | jobyard | target | met | vs target | {reference.label} | vs PgQueuer |",
-        "|---|---|---|---|---|---|---|",
+        "| metric | jobyard | target | met | vs target | "
+        + "".join(f"{r.label} | vs {r.short} | " for r in references).rstrip(),
+        "|---|---|---|---|---|" + "---|---|" * len(references),
     ]
     for m in METRICS:
         if not all(m.key in r for r in report.runs):
@@ -92,13 +103,16 @@ def render_block(report: Report, reference: Reference = QUOTED) -> str:
         value = report.median(m.key)
         low, high = report.spread(m.key)
         met = m.meets(value)
-        peer = reference.numbers.get(m.key)
         lines.append(
             f"| {m.label} | **{_fmt(value, m.unit)}** {m.unit} "
             f"({_fmt(low, m.unit)}–{_fmt(high, m.unit)}) | {_fmt_ref(m.target, m.unit)} | "
             f"{'—' if met is None else ('yes' if met else '**no**')} | "
             f"{m.ratio(value, m.target)} | "
-            f"{_fmt_peer(peer, m.unit)} | {m.ratio(value, peer)} |"
+            + "".join(
+                f"{_fmt_peer(r.numbers.get(m.key), m.unit)} | "
+                f"{m.ratio(value, r.numbers.get(m.key))} | "
+                for r in references
+            ).rstrip()
         )
     lines += [
         "",
@@ -117,16 +131,16 @@ def render_block(report: Report, reference: Reference = QUOTED) -> str:
         f"full_page_writes={server.get('full_page_writes')}, "
         f"wal_sync_method={server.get('wal_sync_method')}, "
         f"shared_buffers={server.get('shared_buffers')}, jit={server.get('jit')}.",
-        f"- {reference.label} column: {reference.source}.",
+        *(f"- {r.label} column: {r.source}." for r in references),
         "",
         END,
     ]
     return "\n".join(lines)
 
 
-def write_report(report: Report, path: Path, reference: Reference = QUOTED) -> None:
+def write_report(report: Report, path: Path, peers: Peers = QUOTED) -> None:
     """Replace the generated block of `path` (or create the file around a fresh block)."""
-    block = render_block(report, reference)
+    block = render_block(report, peers)
     if path.exists():
         text = path.read_text(encoding="utf-8")
         start, end = text.find(BEGIN), text.find(END)
@@ -140,9 +154,13 @@ def write_report(report: Report, path: Path, reference: Reference = QUOTED) -> N
     path.write_text(text, encoding="utf-8")
 
 
-def summary_table(report: Report, reference: Reference = QUOTED) -> Table:
-    """The terminal view: median, target and whether it is met."""
-    table = Table("metric", "median", "min–max", "target", "met", reference.label, "vs PgQueuer")
+def summary_table(report: Report, peers: Peers = QUOTED) -> Table:
+    """The terminal view: median, target and whether it is met, and each peer's ratio."""
+    references = _as_list(peers)
+    table = Table("metric", "median", "min–max", "target", "met")
+    for r in references:
+        table.add_column(r.label)
+        table.add_column(f"vs {r.short}")
     for m in METRICS:
         if not all(m.key in r for r in report.runs):
             continue
@@ -155,7 +173,13 @@ def summary_table(report: Report, reference: Reference = QUOTED) -> Table:
             f"{_fmt(low, m.unit)}–{_fmt(high, m.unit)}",
             _fmt_ref(m.target, m.unit),
             "—" if met is None else ("yes" if met else "no"),
-            _fmt_peer(reference.numbers.get(m.key), m.unit),
-            m.ratio(value, reference.numbers.get(m.key)),
+            *(
+                cell
+                for r in references
+                for cell in (
+                    _fmt_peer(r.numbers.get(m.key), m.unit),
+                    m.ratio(value, r.numbers.get(m.key)),
+                )
+            ),
         )
     return table

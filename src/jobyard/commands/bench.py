@@ -1,4 +1,4 @@
-"""`jobyard bench`: enqueue, drain and pickup latency, optionally against PgQueuer."""
+"""`jobyard bench`: enqueue, drain and pickup latency, optionally against peers run in turns."""
 
 from __future__ import annotations
 
@@ -44,13 +44,14 @@ def bench_cmd(
         ),
     ] = None,
     peer_command: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--peer-command",
             help="Run this peer benchmark (it prints one JSON object like `make bench-peers` "
             "writes) once before each of jobyard's runs, and compare against the median of its "
-            "runs: both meet the same load of a shared host. `make bench` passes "
-            "'benchmarks/peers/pgqueuer/run.sh --runs 1'.",
+            "runs: both meet the same load of a shared host. Repeat for more peers, one column "
+            "each, run in the order given. `make bench` passes "
+            "'benchmarks/peers/pgqueuer/run.sh --runs 1' and the other peers' scripts.",
         ),
     ] = None,
     workflows: Annotated[
@@ -71,18 +72,18 @@ def bench_cmd(
         _bench_workflows(settings, quick=quick, runs=runs or 1, as_json=as_json)
         return
     # Checked before minutes of benchmarking, not after.
-    peer = reference.QUOTED
-    interleaved: reference.PeerCommand | None = None
+    peers: list[reference.Reference] = [reference.QUOTED]
+    interleaved: reference.PeerCommands | None = None
     try:
-        if reference_file is not None and peer_command is not None:
+        if reference_file is not None and peer_command:
             raise reference.ReferenceFileError(
                 "--reference and --peer-command both name the PgQueuer column",
                 "use one: --peer-command measures it now, --reference reads an earlier result",
             )
         if reference_file is not None:
-            peer = reference.load(reference_file)
-        if peer_command is not None:
-            interleaved = reference.PeerCommand(peer_command)
+            peers = [reference.load(reference_file)]
+        if peer_command:
+            interleaved = reference.PeerCommands(peer_command)
     except reference.ReferenceFileError as exc:
         raise fail(exc.message, exc.hint) from None
     before_run = interleaved.run_once if interleaved is not None else None
@@ -104,7 +105,7 @@ def bench_cmd(
                     admin_url, sizes, runs or (1 if quick else 3), progress, before_run
                 )
         if interleaved is not None:
-            peer = interleaved.reference()
+            peers = interleaved.references()
     except reference.ReferenceFileError as exc:
         raise fail(exc.message, exc.hint) from None
     except JobyardError as exc:
@@ -112,12 +113,13 @@ def bench_cmd(
     except CONNECTION_ERRORS as exc:
         raise fail(f"lost the database connection ({type(exc).__name__})", "is it up?", 1) from None
     if target is not None:
-        report.write_report(result, target, peer)
+        report.write_report(result, target, peers)
     if as_json:
         print(json.dumps(result.json_object()))
         return
-    err.print(report.summary_table(result, peer))
-    err.print(f"{peer.label} column: {peer.source}")
+    err.print(report.summary_table(result, peers))
+    for peer in peers:
+        err.print(f"{peer.label} column: {peer.source}")
     if target is not None:
         err.print(f"wrote {target}")
 

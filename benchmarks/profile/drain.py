@@ -1,0 +1,203 @@
+"""Where the time goes in a 2-process drain: py-spy on one worker, pg_stat_statements, and the
+worker backends' wait events sampled from pg_stat_activity (docs/BENCHMARKS.md).
+
+    .venv/bin/python benchmarks/profile/drain.py [--jobs 100000] [--processes 2] [--rate 100]
+
+Starts its own embedded PostgreSQL in .jobyard/profile/pgdata (jobyard's settings, plus
+shared_preload_libraries = pg_stat_statements), clones the migrated template, queues `--jobs`
+no-op jobs by jobyard's batch insert, starts `--processes` real `jobyard worker --concurrency 100`
+processes (the drains' setting), records worker 0 with `py-spy record --format raw` for the whole
+drain, and prints markdown: the drain's rate, the top statements by total execution time, the
+wait events, and the worker's hottest functions (self and inclusive samples). py-spy is a pinned
+dev dependency; it needs ptrace rights (root, or kernel.yama.ptrace_scope = 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from jobyard.benchmarks import scenarios
+from jobyard.benchmarks.processes import WorkerProcesses
+from jobyard.core import claim, enqueue, projects
+from jobyard.db import embedded, run, testing
+from jobyard.db.pool import connect, connect_sync
+from jobyard.domain import limits
+from jobyard.domain.schemas import BatchCreate, BatchItem
+
+ROOT: Final = Path(__file__).resolve().parent.parent.parent
+DATA_DIR: Final = ROOT / ".jobyard" / "profile" / "pgdata"
+OUT: Final = ROOT / ".jobyard" / "profile"
+
+
+def log(message: str) -> None:
+    print(f"[profile] {message}", file=sys.stderr, flush=True)
+
+
+def start_server() -> str:
+    url = embedded.start(DATA_DIR)
+    with connect_sync(url, autocommit=True) as conn:
+        loaded = conn.execute("SELECT current_setting('shared_preload_libraries') AS s").fetchone()
+        if not loaded or "pg_stat_statements" not in str(loaded["s"]):
+            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+            conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")
+            restart = True
+        else:
+            restart = False
+    if restart:
+        embedded.stop(DATA_DIR)
+        url = embedded.start(DATA_DIR)
+    return url
+
+
+async def prefill(url: str, jobs: int) -> int:
+    conn = await connect(url, autocommit=True)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        project_id = await projects.resolve_project(conn, scenarios.PROJECT, create=True)
+        await projects.ensure_queues(conn, project_id, [scenarios.QUEUE])
+        (queue,) = await claim.queues_by_names(conn, project_id, [scenarios.QUEUE])
+        for at in range(0, jobs, limits.MAX_BATCH_SIZE):
+            size = min(limits.MAX_BATCH_SIZE, jobs - at)
+            batch = BatchCreate(queue=scenarios.QUEUE, jobs=[BatchItem(handler="noop")] * size)
+            await enqueue.enqueue_batch(conn, project_id, batch)
+        await conn.execute("VACUUM ANALYZE jobs")
+        await conn.execute("SELECT pg_stat_statements_reset()")
+        return int(queue.id)
+    finally:
+        await conn.close()
+
+
+async def watch(url: str, queue_id: int, jobs: int, workers: WorkerProcesses) -> dict[str, Any]:
+    """Sample the workers' wait events every 10 ms until the queue is drained."""
+    conn = await connect(url, autocommit=True)
+    waits: collections.Counter[str] = collections.Counter()
+    try:
+        while True:
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+                cur = await conn.execute(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, state) AS w"
+                    " FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                    " AND query NOT LIKE 'LISTEN%%'"
+                )
+                for row in await cur.fetchall():
+                    waits[str(row["w"])] += 1
+            workers.check_alive()
+            progress = await run.one(conn, "bench_queue_progress", {"queue_id": queue_id})
+            assert progress is not None
+            if progress["done"] >= jobs:
+                break
+        window = await run.one(conn, "bench_drain_window", {"queue_id": queue_id})
+        assert window is not None
+        cur = await conn.execute(
+            "SELECT calls, round(total_exec_time::numeric, 1) AS total_ms,"
+            " round(mean_exec_time::numeric, 3) AS mean_ms, rows,"
+            " regexp_replace(left(query, 90), '\\s+', ' ', 'g') AS query"
+            " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
+            " WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12"
+        )
+        statements = await cur.fetchall()
+        return {"window": dict(window), "waits": waits, "statements": statements}
+    finally:
+        await conn.close()
+
+
+def hot_functions(raw: Path, top: int) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
+    """From py-spy's raw (collapsed) stacks: total samples, top self and inclusive frames."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text(encoding="utf-8").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        frames = [f.split(" (")[0] + " (" + f.split("/")[-1] for f in stack.split(";")]
+        own[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    return total, own.most_common(top), inclusive.most_common(top)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    args = parser.parse_args()
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    admin_url = start_server()
+    template = testing.ensure_template(admin_url)
+    url = testing.create_clone(admin_url, template, "jy_profile_")
+    try:
+        log(f"queueing {args.jobs:,} no-op jobs")
+        queue_id = asyncio.run(prefill(url, args.jobs))
+        workers = WorkerProcesses(url, scenarios.PROJECT, scenarios.QUEUE, 100, args.processes)
+        workers.start()
+        raw = OUT / "worker0.raw"
+        spy = subprocess.Popen(  # noqa: S603 - our own profiler
+            [
+                pyspy,
+                "record",
+                "--pid",
+                str(workers.procs[0].pid),
+                "--rate",
+                str(args.rate),
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        log(f"draining with {args.processes} worker processes, py-spy on worker 0")
+        try:
+            seen = asyncio.run(watch(url, queue_id, args.jobs, workers))
+        finally:
+            workers.stop()
+            spy.wait(timeout=60)
+    finally:
+        testing.drop_database(admin_url, url)
+        embedded.stop(DATA_DIR)
+    w = seen["window"]
+    elapsed = (w["last_finished"] - w["first_started"]).total_seconds()
+    print(
+        f"Drain of {args.jobs:,} jobs, {args.processes} processes: {args.jobs / elapsed:,.0f} "
+        f"jobs/s ({elapsed:.1f} s, load average {Path('/proc/loadavg').read_text().split()[0]})\n"
+    )
+    print("| calls | total ms | mean ms | rows | statement |\n|---|---|---|---|---|")
+    for s in seen["statements"]:
+        print(
+            f"| {s['calls']:,} | {s['total_ms']:,} | {s['mean_ms']} | {s['rows']:,} | "
+            f"`{s['query']}` |"
+        )
+    waits: collections.Counter[str] = seen["waits"]
+    n = sum(waits.values())
+    print("\n| worker backends' state (pg_stat_activity samples) | share |\n|---|---|")
+    for name, count in waits.most_common(10):
+        print(f"| {name} | {100 * count / n:.1f} % |")
+    if raw.exists():
+        total, own, inclusive = hot_functions(raw, 15)
+        print(f"\npy-spy, worker 0, {total:,} samples\n\n| self | function |\n|---|---|")
+        for name, count in own:
+            print(f"| {100 * count / total:.1f} % | `{name}` |")
+        print("\n| inclusive | function |\n|---|---|")
+        for name, count in inclusive:
+            print(f"| {100 * count / total:.1f} % | `{name}` |")
+    else:
+        print(f"\n(py-spy wrote nothing: {spy.stderr.read().decode() if spy.stderr else ''})")
+
+
+if __name__ == "__main__":
+    main()
