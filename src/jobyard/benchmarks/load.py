@@ -70,15 +70,18 @@ class Producer:
 
     async def run(self) -> None:
         """Insert on schedule until stop(); the schedule starts now."""
+        # A stop() during an insert or a sleep ends the loop after one last catch-up round.
         self._started = self._clock()
         next_tick = self._started
-        while self._stopped is None:
+        while True:
             due = self.offered() - self.enqueued
             while due > 0:
                 n = min(due, self._max_chunk)
                 await self._insert(n)
                 self.enqueued += n
                 due -= n
+            if self._stopped is not None:
+                return  # everything offered up to stop() is in
             next_tick += self._tick_s
             delay = next_tick - self._clock()
             if delay <= 0:
@@ -135,9 +138,12 @@ class Readers:
     async def _read(self, ready: asyncio.Future[None]) -> None:
         conn = await connect(self._url, application_name="jobyard-bench-reader")
         try:
+            await run.execute(conn, "bench_timeline_count_function")
+            await conn.commit()
             await run.execute(conn, "bench_timeline_repeatable_read")
             params = {"patterns": list(QUEUE_TABLE_PATTERNS)}
             await run.all_rows(conn, "bench_timeline_scan", params)
+            self.scans += 1
             ready.set_result(None)
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):

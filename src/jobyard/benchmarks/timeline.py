@@ -395,13 +395,16 @@ class _Run:
                 self.producer.stop()
                 await producer_task
         finally:
-            if self.producer is not None:
-                self.producer.stop()
-            if producer_task is not None and not producer_task.done():
-                producer_task.cancel()
-            await self._release()
-            workers.stop()
-            await producer_conn.close()
+            # Each step runs whatever the one before raised: no worker may outlive the run.
+            try:
+                if self.producer is not None:
+                    self.producer.stop()
+                if producer_task is not None and not producer_task.done():
+                    producer_task.cancel()
+                await self._release()
+            finally:
+                workers.stop()
+                await producer_conn.close()
         try:
             return await self._analyse(conn, started_at)
         finally:
