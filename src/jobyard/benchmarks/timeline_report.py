@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from rich.table import Table
+
 from jobyard.benchmarks.processes import BenchError
 from jobyard.benchmarks.timeline import RECOVERY_P99_FACTOR, TimelineResult
 
@@ -303,3 +305,39 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> None:
         a.grid(True, alpha=0.3)
         a.set_xlim(left=0)
     fig.savefig(path, dpi=90)
+
+
+def summary_table(result: TimelineResult) -> Table:
+    """The terminal view: one row per phase (and per quarter of a burn-down)."""
+    if result.quarters:
+        table = Table("quarter", "jobs", "seconds", "jobs/s")
+        for q in result.quarters:
+            table.add_row(str(q.quarter), f"{q.jobs:,}", f"{q.seconds:.1f}", f"{q.per_s:,.0f}")
+        ratio = result.last_quarter_vs_first
+        table.caption = "" if ratio is None else f"last quarter at {ratio:.0%} of the first"
+        return table
+    table = Table(
+        "phase", "offered/s", "completed/s", "ratio", "p50", "p99", "vs baseline",
+        "xmin age", "dead", "size",
+    )  # fmt: skip
+    for p in result.phases:
+        table.add_row(
+            p.name,
+            f"{p.offered_per_s:,.0f}",
+            f"{p.completed_per_s:,.0f}",
+            "—" if p.completion_ratio is None else f"{p.completion_ratio:.1%}",
+            _ms(p.p50_ms),
+            _ms(p.p99_ms),
+            "—" if p.p99_vs_baseline is None else f"{p.p99_vs_baseline:.2f}×",
+            "—" if p.max_xmin_age is None else f"{p.max_xmin_age:,}",
+            f"{sum(p.dead_at_end.values()):,}",
+            _mb(sum(p.bytes_at_end.values())),
+        )
+    recovery = next((p for p in result.phases if p.name == "recovery"), None)
+    if recovery is not None:
+        table.caption = (
+            "back to baseline "
+            + (f"{recovery.recovery_s:.0f} s after the release" if recovery.recovery_s is not None
+               else "not within the recovery phase")
+        )  # fmt: skip
+    return table

@@ -370,7 +370,6 @@ def _bench_scenario(
     if as_json:
         print(json.dumps(result.summary()))
         return
-    for phase, numbers in result.summary().items():
-        err.print(f"{phase}: {numbers}")
+    err.print(timeline_report.summary_table(result))
     if written is not None:
         err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
