@@ -241,7 +241,20 @@ class TimelineResult:
             "held_xid": self.held_xid,
             "reader_scans": self.reader_scans,
             "windows": [asdict(w) for w in self.windows],
-            "samples": [plain(asdict(s)) for s in self.samples],
+            # Every hot relation (each partition on its own); the quiet tables left out.
+            "samples": [
+                plain(
+                    {
+                        **asdict(s),
+                        "relations": {
+                            r: asdict(stat)
+                            for r, stat in s.relations.items()
+                            if family(r) in self.families
+                        },
+                    }
+                )
+                for s in self.samples
+            ],
         }
 
     def summary(self) -> dict[str, Any]:

@@ -258,7 +258,7 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> None:
     x = [w.end_s for w in windows]
     pickup = result.rate is not None
     panels = 5 if pickup else 4
-    fig = Figure(figsize=(10, 2.6 * panels), layout="constrained")
+    fig = Figure(figsize=(11, 2.6 * panels), layout="constrained")
     axes = list(fig.subplots(panels, 1, sharex=True))
     fig.suptitle(title)
     ax_iter = iter(axes)
@@ -270,7 +270,7 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> None:
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.set_ylabel("pickup latency (ms)")
-        ax.legend(loc="upper left")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax = next(ax_iter)
     ax.plot(x, [w.completions / w.seconds if w.seconds else 0 for w in windows],
             label="completed")  # fmt: skip
@@ -278,17 +278,17 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> None:
         ax.plot(x, [w.offered / w.seconds if w.seconds else 0 for w in windows],
                 label="offered", linestyle="--")  # fmt: skip
     ax.set_ylabel("jobs/s")
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax = next(ax_iter)
     for fam in result.families:
         ax.plot(x, [w.dead.get(fam, 0) for w in windows], label=fam)
     ax.set_ylabel("dead tuples")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax = next(ax_iter)
     for fam in result.families:
         ax.plot(x, [w.bytes.get(fam, 0) / 2**20 for w in windows], label=fam)
     ax.set_ylabel("total size (MB)")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax = next(ax_iter)
     ax.plot(x, [w.xmin_age or 0 for w in windows], label="oldest xmin holder")
     ax.set_ylabel("xmin horizon age\n(transactions)")
