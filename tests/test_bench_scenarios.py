@@ -125,9 +125,9 @@ def _window(phase: str, end_s: float, p99: float | None, backlog: int = 0) -> Wi
 
 def test_recovery_is_the_first_window_after_which_every_window_is_back_to_baseline() -> None:
     phases = [
-        timeline.PhaseSummary("baseline", 0, 10, 100, 100, 1.0, 1000, 1.0, 4.0, None, None, {}, {}),
-        timeline.PhaseSummary("hold", 10, 20, 100, 90, 0.9, 900, 5.0, 40.0, None, None, {}, {}),
-        timeline.PhaseSummary("recovery", 20, 30, 100, 110, 1.1, 1100, 1.0, 6.0, None, None, {}, {}),
+        timeline.PhaseSummary("baseline", 0, 10, 100, 100, 1.0, 1000, 1.0, 4.0, None, None, {}, {}, {}),
+        timeline.PhaseSummary("hold", 10, 20, 100, 90, 0.9, 900, 5.0, 40.0, None, None, {}, {}, {}),
+        timeline.PhaseSummary("recovery", 20, 30, 100, 110, 1.1, 1100, 1.0, 6.0, None, None, {}, {}, {}),
     ]  # fmt: skip
     windows = [
         _window("baseline", 5, 4.0, backlog=50),
@@ -195,6 +195,7 @@ def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
     assert steady["offered_per_s"] > 0 and steady["completed_per_s"] > 0
     assert steady["pickup_p50_ms"] is not None and steady["pickup_p99_ms"] is not None
     assert {"jobs", "job_executions"} <= set(steady["bytes_at_end"])
+    assert steady["dead_peak"]["jobs"] >= 0
     windows = data["windows"]
     assert windows and all(w["phase"] == "steady" for w in windows)
     assert sum(w["completions"] for w in windows) > 0

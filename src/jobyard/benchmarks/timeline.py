@@ -167,6 +167,7 @@ class PhaseSummary:
     max_xmin_age: int | None
     dead_at_end: dict[str, int]
     bytes_at_end: dict[str, int]
+    dead_peak: dict[str, int]  # the most any sample of the phase saw (autovacuum may follow)
     # Recovery phase only: seconds from the release until every later window is back to the
     # baseline (RECOVERY_P99_FACTOR); None when it never was within the phase.
     recovery_s: float | None = None
@@ -271,6 +272,7 @@ class TimelineResult:
                 "max_xmin_age": p.max_xmin_age,
                 "dead_at_end": p.dead_at_end,
                 "bytes_at_end": p.bytes_at_end,
+                "dead_peak": p.dead_peak,
                 "recovery_s": _round(p.recovery_s, 1),
             }
         if self.quarters:
@@ -583,7 +585,9 @@ class _Run:
             p = phase_pickups.get(k)
             offered_per_s = (last.offered - first.offered) / seconds
             dead, size = _by_family(last.relations, families)
-            ages = [w.xmin_age for w in windows if w.phase == phase.name and w.xmin_age]
+            mine = [w for w in windows if w.phase == phase.name]
+            ages = [w.xmin_age for w in mine if w.xmin_age]
+            peak = {f: max((w.dead[f] for w in mine), default=0) for f in families}
             summaries.append(
                 PhaseSummary(
                     name=phase.name,
@@ -601,6 +605,7 @@ class _Run:
                     max_xmin_age=max(ages) if ages else None,
                     dead_at_end=dead,
                     bytes_at_end=size,
+                    dead_peak=peak,
                 )
             )
         summaries = _judge(summaries, windows, self.rate)

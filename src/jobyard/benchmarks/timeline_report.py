@@ -230,14 +230,17 @@ def _quarter_table(result: TimelineResult) -> list[str]:
 def _relation_table(result: TimelineResult) -> list[str]:
     names = [p.name for p in result.phases]
     lines = [
-        "Dead tuples and total size (indexes and TOAST included) of each hot relation at the "
-        "end of each phase:",
+        "Dead tuples (and the most any sample of the phase saw) and total size (indexes and "
+        "TOAST included) of each hot relation at the end of each phase:",
         "",
         "| relation | " + " | ".join(names) + " |",
         "|---|" + "---|" * len(names),
     ]
     for fam in result.families:
-        cells = [f"{p.dead_at_end[fam]:,} dead, {_mb(p.bytes_at_end[fam])}" for p in result.phases]
+        cells = [
+            f"{p.dead_at_end[fam]:,} dead (peak {p.dead_peak[fam]:,}), {_mb(p.bytes_at_end[fam])}"
+            for p in result.phases
+        ]
         lines.append(f"| `{fam}` | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
