@@ -50,7 +50,9 @@ def write_all(result: TimelineResult, markdown: Path, tag: str | None = None) ->
     name = slug(result, tag)
     out = outputs_for(markdown, name)
     out.plot.parent.mkdir(parents=True, exist_ok=True)
-    out.samples.write_text(json.dumps(result.json_object(), indent=1) + "\n", encoding="utf-8")
+    # Compact: minutes of samples of every hot relation; the file is read by programs.
+    text = json.dumps(result.json_object(), separators=(",", ":"))
+    out.samples.write_text(text + "\n", encoding="utf-8")
     plot(result, out.plot, title=f"jobyard bench --scenario {name}")
     block = render_block(result, name, out.plot.relative_to(markdown.parent).as_posix(),
                          out.samples.relative_to(markdown.parent).as_posix())  # fmt: skip
