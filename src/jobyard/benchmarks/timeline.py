@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import statistics
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -48,8 +49,11 @@ PREFIXES: Final = ("job_ready",)
 # Any other table is hot when it is written at least once for every 20 jobs completed.
 HOT_WRITES_PER_JOB: Final = 0.05
 # "Back to baseline" after the release: every later window's p99 within this factor of the
-# baseline's p99 (the issue's target), and the backlog no larger than it was in the baseline.
+# baseline's typical window p99 (the issue's target), and the backlog no larger than it was in
+# the baseline…
 RECOVERY_P99_FACTOR: Final = 2.0
+# …where a window's p99 is the median of it and the next few (10 s at the default sampling).
+RECOVERY_SMOOTHING: Final = 5
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,9 @@ class PhaseSummary:
     # Recovery phase only: seconds from the release until every later window is back to the
     # baseline (RECOVERY_P99_FACTOR); None when it never was within the phase.
     recovery_s: float | None = None
+    # The median of the phase's per-window p99s: one burst (an autovacuum pass) moves the
+    # phase's own p99 a lot and this little; "back to baseline" is judged against it.
+    window_p99_median_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -274,6 +281,7 @@ class TimelineResult:
                 "bytes_at_end": p.bytes_at_end,
                 "dead_peak": p.dead_peak,
                 "recovery_s": _round(p.recovery_s, 1),
+                "window_p99_median_ms": _round(p.window_p99_median_ms, 2),
             }
         if self.quarters:
             out["quarters_per_s"] = [round(q.per_s, 1) for q in self.quarters]
@@ -586,6 +594,7 @@ class _Run:
             offered_per_s = (last.offered - first.offered) / seconds
             dead, size = _by_family(last.relations, families)
             mine = [w for w in windows if w.phase == phase.name]
+            p99s = [w.p99_ms for w in mine if w.p99_ms is not None]
             ages = [w.xmin_age for w in mine if w.xmin_age]
             peak = {f: max((w.dead[f] for w in mine), default=0) for f in families}
             summaries.append(
@@ -606,6 +615,7 @@ class _Run:
                     dead_at_end=dead,
                     bytes_at_end=size,
                     dead_peak=peak,
+                    window_p99_median_ms=statistics.median(p99s) if p99s else None,
                 )
             )
         summaries = _judge(summaries, windows, self.rate)
@@ -659,13 +669,20 @@ def _judge(
     release_s = judged[recovery].start_s
     base_backlog = max((w.backlog for w in windows if w.phase == base.name), default=0)
     backlog_limit = max(base_backlog, math.ceil(rate))  # one second of work is no backlog
-    p99_limit = RECOVERY_P99_FACTOR * base.p99_ms
+    p99_limit = RECOVERY_P99_FACTOR * (base.window_p99_median_ms or base.p99_ms)
     after = [w for w in windows if w.phase == "recovery"]
+
+    def typical_p99(j: int) -> float | None:
+        # One slow window on a shared host is not a relapse: the median of a few in a row.
+        p99s = [w.p99_ms for w in after[j : j + RECOVERY_SMOOTHING] if w.p99_ms is not None]
+        return statistics.median(p99s) if p99s else None
+
     recovered_s: float | None = None
     for k in range(len(after)):
-        rest = after[k:]
         if all(
-            (w.p99_ms is None or w.p99_ms <= p99_limit) and w.backlog <= backlog_limit for w in rest
+            after[j].backlog <= backlog_limit
+            and ((p99 := typical_p99(j)) is None or p99 <= p99_limit)
+            for j in range(k, len(after))
         ):
             recovered_s = after[k].end_s - release_s
             break
@@ -692,3 +709,52 @@ async def _quarters(conn: Conn) -> list[Quarter]:
 
 def run_scenario(admin_url: str, config: TimelineConfig, progress: Progress) -> TimelineResult:
     return asyncio.run(run_timeline(admin_url, config, progress))
+
+
+def result_from_json(data: dict[str, Any]) -> TimelineResult:
+    """A run back from its saved JSON (json_object()), judged again by the current rules: the
+    report and the plot can be redrawn without minutes of measuring again."""
+    config = TimelineConfig(**data["config"])
+    samples = [
+        Sample(
+            at=datetime.fromisoformat(s["at"]),
+            phase=s["phase"],
+            offered=s["offered"],
+            enqueued=s["enqueued"],
+            executions=s["executions"],
+            xmin_age=s["xmin_age"],
+            oldest_xact_s=s["oldest_xact_s"],
+            relations={r: RelationStat(**stat) for r, stat in s["relations"].items()},
+        )
+        for s in data["samples"]
+    ]
+    windows = [Window(**w) for w in data["windows"]]
+    known = {f.name for f in fields(PhaseSummary)}
+    phases: list[PhaseSummary] = []
+    for raw in data["phases"]:
+        mine = [w for w in windows if w.phase == raw["name"]]
+        p99s = [w.p99_ms for w in mine if w.p99_ms is not None]
+        derived = {
+            "dead_peak": {
+                f: max((w.dead.get(f, 0) for w in mine), default=0) for f in data["families"]
+            },
+            "window_p99_median_ms": statistics.median(p99s) if p99s else None,
+        }
+        phases.append(PhaseSummary(**{**derived, **{k: v for k, v in raw.items() if k in known}}))
+    rate = data["rate_per_s"]
+    return TimelineResult(
+        config=config,
+        rate=rate,
+        calibrated_drain_per_s=data["calibrated_drain_per_s"],
+        started_at=datetime.fromisoformat(data["started_at"]),
+        samples=samples,
+        windows=windows,
+        phases=_judge(phases, windows, rate),
+        families=data["families"],
+        quarters=[Quarter(q["quarter"], q["jobs"], q["seconds"]) for q in data["quarters"]],
+        load_avg=data["load_avg"],
+        machine=data["machine"],
+        server=data["server"],
+        held_xid=data["held_xid"],
+        reader_scans=data["reader_scans"],
+    )

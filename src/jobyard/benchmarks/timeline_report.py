@@ -12,7 +12,7 @@ from typing import Final
 from rich.table import Table
 
 from jobyard.benchmarks.processes import BenchError
-from jobyard.benchmarks.timeline import RECOVERY_P99_FACTOR, TimelineResult
+from jobyard.benchmarks.timeline import FULL, RECOVERY_P99_FACTOR, TimelineResult
 
 # The issue's targets, judged in the block (ratios within one run).
 TARGET_P99_VS_BASELINE: Final = 2.0
@@ -53,9 +53,9 @@ def write_all(result: TimelineResult, markdown: Path, tag: str | None = None) ->
     # Compact: minutes of samples of every hot relation; the file is read by programs.
     text = json.dumps(result.json_object(), separators=(",", ":"))
     out.samples.write_text(text + "\n", encoding="utf-8")
-    plot(result, out.plot, title=f"jobyard bench --scenario {name}")
+    plot(result, out.plot, title=command_line(result, tag))
     block = render_block(result, name, out.plot.relative_to(markdown.parent).as_posix(),
-                         out.samples.relative_to(markdown.parent).as_posix())  # fmt: skip
+                         out.samples.relative_to(markdown.parent).as_posix(), tag)  # fmt: skip
     replace_block(markdown, name, block)
     return out
 
@@ -89,13 +89,46 @@ def _load(values: list[float] | None) -> str:
     return "?" if not values else " / ".join(f"{v:.2f}" for v in values)
 
 
-def render_block(result: TimelineResult, name: str, plot_link: str, json_link: str) -> str:
+def command_line(result: TimelineResult, tag: str | None) -> str:
+    """The command that repeats this run (flags that differ from the defaults)."""
+    c, d = result.config, FULL
+    args = ["jobyard", "bench", "--scenario", c.scenario]
+
+    def flag(name: str, value: float, default: float) -> None:
+        if value != default:
+            args.extend([name, f"{value:g}"])
+
+    if c.scenario != "burndown":
+        if c.rate_fraction is not None:
+            args.extend(["--rate-fraction", f"{c.rate_fraction:g}"])
+        else:
+            flag("--rate", c.rate, d.rate)
+    if c.scenario == "steady":
+        flag("--duration", c.duration_s, d.duration_s)
+    if c.scenario == "pressure":
+        flag("--baseline-s", c.baseline_s, d.baseline_s)
+        flag("--hold-s", c.hold_s, d.hold_s)
+        flag("--recovery-s", c.recovery_s, d.recovery_s)
+        if not c.idle_hold:
+            args.append("--no-idle")
+        flag("--readers", c.readers, d.readers)
+    if c.scenario == "burndown":
+        flag("--jobs", c.jobs, d.jobs)
+    flag("--sample-s", c.sample_s, d.sample_s)
+    if tag:
+        args.extend(["--tag", tag])
+    return " ".join(args)
+
+
+def render_block(
+    result: TimelineResult, name: str, plot_link: str, json_link: str, tag: str | None = None
+) -> str:
     begin, end = markers(name)
     minutes = result.windows[-1].end_s / 60 if result.windows else 0.0
     lines = [
         begin,
         "",
-        f"#### `jobyard bench --scenario {name}`",
+        f"#### {name}: `{command_line(result, tag)}`",
         "",
         f"Measured {result.started_at:%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; load average "
         f"(1/5/15 min) {_load(result.load_avg.get('start'))} at the start, "
@@ -166,8 +199,9 @@ def _setup_lines(result: TimelineResult) -> list[str]:
 def _phase_table(result: TimelineResult) -> list[str]:
     lines = [
         "| phase | time | offered | completed | completed / offered | pickup p50 | pickup p99 "
-        "| p99 vs baseline | max xmin age | hot dead tuples at end | hot size at end |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p99 vs baseline | median of window p99s | max xmin age | hot dead tuples at end "
+        "| hot size at end |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in result.phases:
         ratio = "—" if p.completion_ratio is None else f"{p.completion_ratio:.1%}"
@@ -176,7 +210,8 @@ def _phase_table(result: TimelineResult) -> list[str]:
         lines.append(
             f"| {p.name} | {p.start_s:.0f}–{p.end_s:.0f} s | {p.offered_per_s:,.0f} /s | "
             f"{p.completed_per_s:,.0f} /s | {ratio} | {_ms(p.p50_ms)} | {_ms(p.p99_ms)} | {vs} | "
-            f"{age} | {sum(p.dead_at_end.values()):,} | {_mb(sum(p.bytes_at_end.values()))} |"
+            f"{_ms(p.window_p99_median_ms)} | {age} | {sum(p.dead_at_end.values()):,} | "
+            f"{_mb(sum(p.bytes_at_end.values()))} |"
         )
     lines.append("")
     if result.config.scenario == "pressure" and len(result.phases) == 3:
@@ -187,8 +222,9 @@ def _phase_table(result: TimelineResult) -> list[str]:
             else f"not within the {recovery.end_s - recovery.start_s:.0f} s recovery phase"
         )
         lines += [
-            f"Back to baseline (every later window's p99 ≤ {RECOVERY_P99_FACTOR:g}× the "
-            f"baseline's and its backlog no larger than the baseline's): **{back}**.",
+            f"Back to baseline (every later window's p99 ≤ {RECOVERY_P99_FACTOR:g}× the median "
+            f"of the baseline's window p99s, and its backlog no larger than the baseline's): "
+            f"**{back}**.",
             "",
         ]
         checks: list[str] = []

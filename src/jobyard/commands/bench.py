@@ -156,6 +156,14 @@ def bench_cmd(
             "beside the untagged run's instead of replacing them.",
         ),
     ] = None,
+    from_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-json",
+            help="Scenarios: measure nothing; redraw the block and the plot from a run's saved "
+            "JSON (docs/bench/NAME.json), judged by the current rules.",
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
     """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
@@ -165,7 +173,7 @@ def bench_cmd(
         "--rate": rate, "--rate-fraction": rate_fraction, "--duration": duration,
         "--baseline-s": baseline_s, "--hold-s": hold_s, "--recovery-s": recovery_s,
         "--readers": readers, "--idle/--no-idle": idle, "--jobs": jobs,
-        "--sample-s": sample_s, "--tag": tag,
+        "--sample-s": sample_s, "--tag": tag, "--from-json": from_json,
     }  # fmt: skip
     if scenario is None:
         given = [name for name, value in scenario_options.items() if value is not None]
@@ -338,6 +346,10 @@ def _bench_scenario(
     tag = options["--tag"]
     if tag is not None and not _TAG.fullmatch(tag):
         raise fail(f"--tag {tag!r}: letters, digits, - and _ only (it names files)")
+    target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
+    if options["--from-json"] is not None:
+        _redraw(options["--from-json"], name, tag, output or Path("docs/BENCHMARKS.md"))
+        return
     base = timeline.QUICK if quick else timeline.FULL
     fields = {
         "rate": options["--rate"], "rate_fraction": options["--rate-fraction"],
@@ -349,7 +361,6 @@ def _bench_scenario(
     config = dataclasses.replace(
         base, scenario=name, **{k: v for k, v in fields.items() if v is not None}
     )
-    target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
     admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
     try:
         if as_json:
@@ -373,3 +384,23 @@ def _bench_scenario(
     err.print(timeline_report.summary_table(result))
     if written is not None:
         err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
+
+
+def _redraw(source: Path, name: str, tag: str | None, target: Path) -> None:
+    """`--from-json`: the block, the plot and the JSON again from a saved run."""
+    from jobyard.benchmarks import timeline, timeline_report
+
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+        result = timeline.result_from_json(data)
+    except OSError as exc:
+        raise fail(f"cannot read {source}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise fail(f"{source} is not a saved scenario run ({type(exc).__name__}: {exc})") from None
+    if result.config.scenario != name:
+        raise fail(f"{source} holds a {result.config.scenario} run, not {name}")
+    try:
+        written = timeline_report.write_all(result, target, tag)
+    except JobyardError as exc:
+        raise fail(exc.message, code=exit_code(exc)) from None
+    err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
