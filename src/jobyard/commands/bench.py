@@ -166,7 +166,8 @@ def bench_cmd(
     ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
+    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency; with
+    --scenario, watch one run over time (steady, pressure, burndown)."""
     from jobyard.benchmarks import harness, reference, report  # loads only for this command
 
     scenario_options = {
