@@ -74,7 +74,9 @@ def replace_block(path: Path, name: str, block: str) -> None:
 
 
 def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f} ms"
+    if value is None:
+        return "—"
+    return f"{value:,.0f} ms" if value >= 100 else f"{value:.2f} ms"
 
 
 def _mb(value: int) -> str:
