@@ -11,10 +11,10 @@ PEERS := .jobyard/peers
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: help install browser promtool test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers bench-peers-pgqueuer bench-peers-procrastinate bench-peers-celery bench-ceiling explain db-reset db-dump clean
+.PHONY: help install browser promtool test test-workflows-slow test-slow check lint typecheck imports demo up bench bench-peers bench-peers-pgqueuer bench-peers-procrastinate bench-peers-celery bench-ceiling bench-steady bench-pressure bench-burndown explain db-reset db-dump clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -86,6 +86,17 @@ bench-peers-celery: install ## measure Celery 5.7.0 + Redis into .jobyard/peers/
 
 bench-ceiling: install ## pgbench of the bare claim+complete SQL into .jobyard/peers/ceiling.json
 	$(BIN)/python benchmarks/ceiling/ceiling.py --output $(PEERS)/ceiling.json $(PEER_ARGS)
+
+# The scenarios over time (docs/BENCHMARKS.md, "Scenarios over time"); SCENARIO_ARGS adds flags,
+# e.g. make bench-pressure SCENARIO_ARGS="--hold-s 300 --readers 4".
+bench-steady: install ## 800 jobs/s offered for 2 min, sampled: block, PNG and JSON under docs/
+	$(BIN)/jobyard bench --scenario steady $(SCENARIO_ARGS)
+
+bench-pressure: install ## 800 jobs/s: baseline 2 min, an xid held 10 min, release, recovery 2 min
+	$(BIN)/jobyard bench --scenario pressure $(SCENARIO_ARGS)
+
+bench-burndown: install ## 1,000,000 pre-inserted no-op jobs drained by 2 processes, per quarter
+	$(BIN)/jobyard bench --scenario burndown $(SCENARIO_ARGS)
 
 explain: install ## regenerate docs/EXPLAIN.md from the EXPLAIN harness
 	$(BIN)/jobyard db explain

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Final
 
 import typer
 
@@ -17,6 +19,27 @@ from jobyard.domain.errors import JobyardError
 from jobyard.domain.settings import Settings
 
 root = typer.Typer()
+
+
+class Scenario(StrEnum):
+    steady = "steady"
+    pressure = "pressure"
+    burndown = "burndown"
+
+
+_TAG: Final = re.compile(r"[A-Za-z0-9_-]{1,40}")
+# Which scenarios take each scenario option (anything else is refused, not ignored).
+_APPLIES: Final = {
+    "--rate": ("steady", "pressure"),
+    "--rate-fraction": ("steady", "pressure"),
+    "--duration": ("steady",),
+    "--baseline-s": ("pressure",),
+    "--hold-s": ("pressure",),
+    "--recovery-s": ("pressure",),
+    "--readers": ("pressure",),
+    "--idle/--no-idle": ("pressure",),
+    "--jobs": ("burndown",),
+}
 
 
 @root.command("bench")
@@ -62,11 +85,112 @@ def bench_cmd(
             "fan-in, dependency bookkeeping vs a plain drain (docs/WORKFLOWS.md).",
         ),
     ] = False,
+    scenario: Annotated[
+        Scenario | None,
+        typer.Option(
+            "--scenario",
+            help="A scenario over time instead of the key numbers: steady (a fixed offered "
+            "rate), pressure (baseline → a held transaction id → release → recovery), "
+            "burndown (pre-inserted jobs drained). Writes a block, a PNG plot and the raw "
+            "samples (JSON) under docs/ (docs/BENCHMARKS.md).",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", min=1, help="steady, pressure: jobs offered a second (800)."),
+    ] = None,
+    rate_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--rate-fraction",
+            min=0.01,
+            max=2.0,
+            help="steady, pressure: offer this fraction of a 2-process drain rate measured "
+            "just before (e.g. 0.8), instead of --rate.",
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=1, help="steady: seconds (120).")
+    ] = None,
+    baseline_s: Annotated[
+        float | None, typer.Option("--baseline-s", min=1, help="pressure: seconds (120).")
+    ] = None,
+    hold_s: Annotated[
+        float | None,
+        typer.Option("--hold-s", min=1, help="pressure: seconds the horizon is held (600)."),
+    ] = None,
+    recovery_s: Annotated[
+        float | None,
+        typer.Option("--recovery-s", min=1, help="pressure: seconds after the release (120)."),
+    ] = None,
+    readers: Annotated[
+        int | None,
+        typer.Option(
+            "--readers",
+            min=0,
+            max=32,
+            help="pressure: also this many REPEATABLE READ transactions counting the queue's "
+            "tables through the hold (the active-readers cell).",
+        ),
+    ] = None,
+    idle: Annotated[
+        bool | None,
+        typer.Option(
+            "--idle/--no-idle",
+            help="pressure: hold the horizon with an idle transaction (default); --no-idle "
+            "with --readers leaves the readers alone.",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", min=1, help="burndown: jobs pre-inserted (1,000,000)."),
+    ] = None,
+    sample_s: Annotated[
+        float | None,
+        typer.Option("--sample-s", min=0.1, max=60, help="Scenarios: seconds between samples."),
+    ] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            "--tag",
+            help="Scenarios: name this run (e.g. before) so that its block and files sit "
+            "beside the untagged run's instead of replacing them.",
+        ),
+    ] = None,
+    from_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-json",
+            help="Scenarios: measure nothing; redraw the block and the plot from a run's saved "
+            "JSON (docs/bench/NAME.json), judged by the current rules.",
+        ),
+    ] = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency."""
+    """Benchmark enqueue, drain (1 and 2 worker processes) and pickup latency; with
+    --scenario, watch one run over time (steady, pressure, burndown)."""
     from jobyard.benchmarks import harness, reference, report  # loads only for this command
 
+    scenario_options = {
+        "--rate": rate, "--rate-fraction": rate_fraction, "--duration": duration,
+        "--baseline-s": baseline_s, "--hold-s": hold_s, "--recovery-s": recovery_s,
+        "--readers": readers, "--idle/--no-idle": idle, "--jobs": jobs,
+        "--sample-s": sample_s, "--tag": tag, "--from-json": from_json,
+    }  # fmt: skip
+    if scenario is None:
+        given = [name for name, value in scenario_options.items() if value is not None]
+        if given:
+            raise fail(f"{', '.join(given)} only with --scenario", "add --scenario NAME")
+    else:
+        if workflows or runs is not None or reference_file is not None or peer_command:
+            raise fail(
+                "--scenario runs alone: not with --workflows, --runs, --reference or --peer-command"
+            )
+        _bench_scenario(
+            load_settings(data_dir=data_dir), scenario, scenario_options,
+            quick=quick, as_json=as_json, output=output,
+        )  # fmt: skip
+        return
     settings = load_settings(data_dir=data_dir)
     if workflows:
         _bench_workflows(settings, quick=quick, runs=runs or 1, as_json=as_json)
@@ -197,3 +321,89 @@ def bench_dashboard_cmd(
     slow = [t.name for t in result.timings if not t.ok]
     if slow:
         raise fail(f"over {dashboard.BUDGET_MS:.0f} ms at p95 (or not 200): {', '.join(slow)}")
+
+
+def _bench_scenario(
+    settings: Settings,
+    scenario: Scenario,
+    options: dict[str, Any],
+    *,
+    quick: bool,
+    as_json: bool,
+    output: Path | None,
+) -> None:
+    """`jobyard bench --scenario NAME`: one run over time; block, PNG and JSON (no --quick)."""
+    import dataclasses
+
+    from jobyard.benchmarks import timeline, timeline_report
+
+    name = scenario.value
+    for option, value in options.items():
+        if value is not None and option in _APPLIES and name not in _APPLIES[option]:
+            raise fail(f"{option} does not apply to --scenario {name}",
+                       f"it applies to: {', '.join(_APPLIES[option])}")  # fmt: skip
+    if options["--rate"] is not None and options["--rate-fraction"] is not None:
+        raise fail("--rate and --rate-fraction both set the offered rate", "use one")
+    if options["--idle/--no-idle"] is False and not options["--readers"]:
+        raise fail("--no-idle leaves nothing to hold the horizon", "add --readers N")
+    tag = options["--tag"]
+    if tag is not None and not _TAG.fullmatch(tag):
+        raise fail(f"--tag {tag!r}: letters, digits, - and _ only (it names files)")
+    target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
+    if options["--from-json"] is not None:
+        _redraw(options["--from-json"], name, tag, output or Path("docs/BENCHMARKS.md"))
+        return
+    base = timeline.QUICK if quick else timeline.FULL
+    fields = {
+        "rate": options["--rate"], "rate_fraction": options["--rate-fraction"],
+        "duration_s": options["--duration"], "baseline_s": options["--baseline-s"],
+        "hold_s": options["--hold-s"], "recovery_s": options["--recovery-s"],
+        "readers": options["--readers"], "idle_hold": options["--idle/--no-idle"],
+        "jobs": options["--jobs"], "sample_s": options["--sample-s"],
+    }  # fmt: skip
+    config = dataclasses.replace(
+        base, scenario=name, **{k: v for k, v in fields.items() if v is not None}
+    )
+    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    try:
+        if as_json:
+            result = timeline.run_scenario(admin_url, config, lambda _: None)
+        else:
+            with err.status(f"scenario {name}…") as status:
+
+                def progress(message: str) -> None:
+                    status.update(message + "…")
+                    err.print(f"[dim]·[/] {message}")
+
+                result = timeline.run_scenario(admin_url, config, progress)
+        written = timeline_report.write_all(result, target, tag) if target is not None else None
+    except JobyardError as exc:
+        raise fail(exc.message, code=exit_code(exc)) from None
+    except CONNECTION_ERRORS as exc:
+        raise fail(f"lost the database connection ({type(exc).__name__})", "is it up?", 1) from None
+    if as_json:
+        print(json.dumps(result.summary()))
+        return
+    err.print(timeline_report.summary_table(result))
+    if written is not None:
+        err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
+
+
+def _redraw(source: Path, name: str, tag: str | None, target: Path) -> None:
+    """`--from-json`: the block, the plot and the JSON again from a saved run."""
+    from jobyard.benchmarks import timeline, timeline_report
+
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+        result = timeline.result_from_json(data)
+    except OSError as exc:
+        raise fail(f"cannot read {source}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise fail(f"{source} is not a saved scenario run ({type(exc).__name__}: {exc})") from None
+    if result.config.scenario != name:
+        raise fail(f"{source} holds a {result.config.scenario} run, not {name}")
+    try:
+        written = timeline_report.write_all(result, target, tag)
+    except JobyardError as exc:
+        raise fail(exc.message, code=exit_code(exc)) from None
+    err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
