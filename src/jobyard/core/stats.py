@@ -19,8 +19,20 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import ValidationFailed
 from jobyard.domain.ids import ProjectId, QueueId
-from jobyard.domain.stats import BOUNDS_MS, FOLD_LAG_S, RETAIN_DAYS, SLOTS, percentile
+from jobyard.domain.stats import (
+    BOUNDS_MS,
+    FOLD_LAG_S,
+    RETAIN_DAYS,
+    SLOTS,
+    hist_slots,
+    percentile,
+)
 
+# Counters summed per step; `failed` includes timed-out runs (the chart's red bars).
+COUNTS: Final = (
+    "succeeded", "failed", "enqueued", "dead_lettered", "timed_out", "lease_lost", "released",
+    "cancelled",
+)  # fmt: skip
 # Chart windows: name → (range, step, read hour buckets) in seconds; 24–84 points each.
 WINDOWS: Final[dict[str, tuple[int, int, bool]]] = {
     "1h": (3600, 60, False),
@@ -126,14 +138,13 @@ async def series(
             if not r["is_step"]:
                 continue  # a bucket before the first step (the window's partial edge)
             step = steps[r["t"]] = {
-                "succeeded": 0, "failed": 0, "enqueued": 0, "dead_lettered": 0,
-                "run_hist": [0] * SLOTS, "wait_hist": [0] * SLOTS,
+                **dict.fromkeys(COUNTS, 0), "run_hist": [0] * SLOTS, "wait_hist": [0] * SLOTS,
             }  # fmt: skip
-        for key in ("succeeded", "failed", "enqueued", "dead_lettered"):
-            step[key] += int(r[key])
+        for key in COUNTS:
+            step[key] += r[key]
         for key in ("run_hist", "wait_hist"):
-            for i, n in enumerate(r[key] or []):
-                step[key][i] += int(n)
+            if r[key]:
+                step[key] = [a + b for a, b in zip(step[key], hist_slots(r[key]), strict=True)]
     points = [
         {
             "t": t,
@@ -157,10 +168,9 @@ async def series(
         "step_s": step_s,
         "points": points,
         "totals": {
-            "succeeded": sum(p["succeeded"] for p in points),
-            "failed": sum(p["failed"] for p in points),
-            "enqueued": sum(p["enqueued"] for p in points),
-            "dead_lettered": sum(p["dead_lettered"] for p in points),
+            # `failed` counts failed and timed-out runs (as the chart draws them); the other
+            # outcomes are totals only (the JSON metrics' last hour).
+            **{key: sum(int(v[key]) for v in steps.values()) for key in COUNTS},
             "run_ms": _pcts(run_all),
             "wait_ms": _pcts(wait_all),
         },

@@ -306,7 +306,8 @@ WITH steps AS (
         make_interval(secs => %(step_s)s)) AS t
 ), src AS (
     SELECT s.bucket, s.succeeded, s.failed + s.timed_out AS failed, s.enqueued,
-           s.dead_lettered, s.run_hist, s.wait_hist
+           s.dead_lettered, s.run_hist, s.wait_hist, s.timed_out, s.lease_lost, s.released,
+           s.cancelled
     FROM queue_stats s
     JOIN queues q ON q.id = s.queue_id
     WHERE NOT %(hourly)s AND q.project_id = %(project_id)s
@@ -314,7 +315,7 @@ WITH steps AS (
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
     UNION ALL
     SELECT s.bucket, s.succeeded, s.failed + s.timed_out, s.enqueued, s.dead_lettered,
-           s.run_hist, s.wait_hist
+           s.run_hist, s.wait_hist, s.timed_out, s.lease_lost, s.released, s.cancelled
     FROM queue_stats_hourly s
     JOIN queues q ON q.id = s.queue_id
     WHERE %(hourly)s AND q.project_id = %(project_id)s
@@ -322,11 +323,14 @@ WITH steps AS (
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
 )
 SELECT st.t, true AS is_step, 0::bigint AS succeeded, 0::bigint AS failed, 0::bigint AS enqueued,
-       0::bigint AS dead_lettered, '{}'::bigint[] AS run_hist, '{}'::bigint[] AS wait_hist
+       0::bigint AS dead_lettered, '{}'::bigint[] AS run_hist, '{}'::bigint[] AS wait_hist,
+       0::bigint AS timed_out, 0::bigint AS lease_lost, 0::bigint AS released,
+       0::bigint AS cancelled
 FROM steps st
 UNION ALL
 SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01'), false,
-       s.succeeded, s.failed, s.enqueued, s.dead_lettered, s.run_hist, s.wait_hist
+       s.succeeded, s.failed, s.enqueued, s.dead_lettered, s.run_hist, s.wait_hist, s.timed_out,
+       s.lease_lost, s.released, s.cancelled
 FROM src s
 
 -- name: stats_totals_all
