@@ -93,6 +93,9 @@ async def test_health_warnings_pass_their_thresholds_in_metrics(
     await conn.execute("CREATE TABLE job_ready_p7 (id bigint)")
     await conn.execute("INSERT INTO job_ready_p7 SELECT g FROM generate_series(1, 3000) g")
     await conn.execute("DELETE FROM job_ready_p7 WHERE id <= 2000")  # 2000 of 3000 dead
+    # A quiet ready table (no dead rows) is listed too: hot relations are never cut by the limit.
+    await conn.execute("CREATE TABLE job_ready_zz (id bigint)")
+    await conn.execute("INSERT INTO job_ready_zz SELECT g FROM generate_series(1, 10) g")
     await conn.execute("SELECT pg_stat_force_next_flush()")
     ready = (("relation", "job_ready_p7"),)
     before = _samples((await client.get("/metrics")).text)
@@ -110,6 +113,7 @@ async def test_health_warnings_pass_their_thresholds_in_metrics(
     assert samples[("jobyard_db_dead_tuple_ratio", ready)] == pytest.approx(2 / 3, abs=0.05)
     assert samples[("jobyard_db_dead_tuple_warning", ready)] == 1
     assert samples[("jobyard_db_dead_tuple_warning", (("relation", "jobs"),))] == 0
+    assert samples[("jobyard_db_dead_tuple_ratio", (("relation", "job_ready_zz"),))] == 0
 
 
 async def test_promtool_check_metrics_is_clean(

@@ -177,3 +177,46 @@ def test_a_created_window_reads_only_its_id_range(built: tuple[str, dict[str, An
     assert probes and all(n["Node Type"] in {"Index Scan", "Index Only Scan"} for n in probes), [
         (n["Node Type"], n.get("Index Name")) for n in probes
     ]
+
+
+def test_id_bounds_keep_exactly_the_jobs_of_a_created_window(
+    built: tuple[str, dict[str, Any]],
+) -> None:
+    """The bisection's id bounds (with read_models' slack) select the same jobs as the
+    created_at test alone: a three-hour window from the middle of the week."""
+    from datetime import timedelta
+
+    from jobyard.core.read_models import CREATED_ID_SLACK
+
+    url, sample = built
+    with connect_sync(url) as conn:
+        mid = conn.execute("SELECT created_at FROM jobs WHERE id = %s", (sample["job_id"],))
+        row = mid.fetchone()
+        assert row is not None
+        start, end = row["created_at"], row["created_at"] + timedelta(hours=3)
+
+        def id_at(at: Any) -> int:
+            got = conn.execute(sql("read_job_id_at"), {"at": at}).fetchone()
+            assert got is not None
+            return int(got["id"])
+
+        params = {
+            "project_id": sample["project_id"], "before_id": None, "statuses": None,
+            "queue": None, "handler": None, "created_from": start, "created_to": end,
+            "fingerprint": None, "limit": 500,
+        }  # fmt: skip
+        exact = conn.execute(sql("read_jobs_page"), {**params, "min_id": None, "max_id": None})
+        bounded = conn.execute(
+            sql("read_jobs_page"),
+            {
+                **params,
+                "min_id": id_at(start - CREATED_ID_SLACK),
+                "max_id": id_at(end + CREATED_ID_SLACK),
+            },
+        )
+        want = [r["id"] for r in exact.fetchall()]
+        got = [r["id"] for r in bounded.fetchall()]
+        # The first job created at `start` is the bound itself when no slack is needed.
+        assert id_at(start) == min(want)
+    assert 50 < len(want) < 500
+    assert got == want

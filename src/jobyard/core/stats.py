@@ -23,8 +23,6 @@ from jobyard.domain.stats import (
     BOUNDS_MS,
     FOLD_LAG_S,
     RETAIN_DAYS,
-    SLOTS,
-    hist_slots,
     percentile,
 )
 
@@ -130,24 +128,19 @@ async def series(
             "now": sql_now(now),
         },
     )
-    # The first rows are the steps (zeros); bucket rows follow, each labelled with its step.
-    steps: dict[Any, dict[str, Any]] = {}
-    for r in rows:
-        step = steps.get(r["t"])
-        if step is None:
-            if not r["is_step"]:
-                continue  # a bucket before the first step (the window's partial edge)
-            step = steps[r["t"]] = {
-                **dict.fromkeys(COUNTS, 0), "run_hist": [0] * SLOTS, "wait_hist": [0] * SLOTS,
-            }  # fmt: skip
-        for key in COUNTS:
-            step[key] += r[key]
-        for key in ("run_hist", "wait_hist"):
-            if r[key]:
-                step[key] = [a + b for a, b in zip(step[key], hist_slots(r[key]), strict=True)]
+    # One row per step, already summed in SQL; a histogram slot no bucket filled is NULL.
+    steps = [
+        {
+            **{key: int(r[key]) for key in COUNTS},
+            "t": r["t"],
+            "run_hist": [int(n or 0) for n in r["run_hist"]],
+            "wait_hist": [int(n or 0) for n in r["wait_hist"]],
+        }
+        for r in rows
+    ]
     points = [
         {
-            "t": t,
+            "t": v["t"],
             "succeeded": v["succeeded"],
             "failed": v["failed"],
             "enqueued": v["enqueued"],
@@ -155,14 +148,10 @@ async def series(
             "run_ms": _pcts(v["run_hist"]),
             "wait_ms": _pcts(v["wait_hist"]),
         }
-        for t, v in sorted(steps.items())
+        for v in steps
     ]
-    run_all = [0] * SLOTS
-    wait_all = [0] * SLOTS
-    for v in steps.values():
-        for i in range(SLOTS):
-            run_all[i] += v["run_hist"][i]
-            wait_all[i] += v["wait_hist"][i]
+    run_all = [sum(slot) for slot in zip(*(v["run_hist"] for v in steps), strict=True)]
+    wait_all = [sum(slot) for slot in zip(*(v["wait_hist"] for v in steps), strict=True)]
     return {
         "window": window,
         "step_s": step_s,
@@ -170,7 +159,7 @@ async def series(
         "totals": {
             # `failed` counts failed and timed-out runs (as the chart draws them); the other
             # outcomes are totals only (the JSON metrics' last hour).
-            **{key: sum(int(v[key]) for v in steps.values()) for key in COUNTS},
+            **{key: sum(v[key] for v in steps) for key in COUNTS},
             "run_ms": _pcts(run_all),
             "wait_ms": _pcts(wait_all),
         },
