@@ -267,6 +267,16 @@ async def list_dead_letters(
     return _page(rows, n, "id")
 
 
+async def dead_letter_payloads(
+    conn: Conn, project_id: ProjectId, dlq_ids: Sequence[int]
+) -> dict[int, Any]:
+    """The payloads of some dead letters of a project, by id (a page of editors)."""
+    rows = await run.all_rows(
+        conn, "read_dlq_payloads", {"project_id": project_id, "ids": list(dlq_ids)}
+    )
+    return {int(r["id"]): r["payload"] for r in rows}
+
+
 async def get_dead_letter(conn: Conn, project_id: ProjectId, dlq_id: int) -> dict[str, Any]:
     return await _required(
         conn, "read_dlq_get", {"project_id": project_id, "dlq_id": dlq_id}, "dead letter"

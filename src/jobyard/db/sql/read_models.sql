@@ -204,6 +204,13 @@ WHERE d.project_id = %(project_id)s
 ORDER BY d.id DESC
 LIMIT %(limit)s
 
+-- name: read_dlq_payloads
+-- The payloads of a page of dead letters (the DLQ page's editors), by primary key.
+-- explain: {"ids": [1, 2, 3]}
+SELECT d.id, d.payload
+FROM dead_letter_jobs d
+WHERE d.project_id = %(project_id)s AND d.id = ANY(%(ids)s::bigint[])
+
 -- name: read_dlq_get
 -- One dead letter of a project (with its payload) and its queue name.
 SELECT d.*, q.name AS queue
