@@ -144,7 +144,11 @@ async def _id_at(conn: Conn, at: datetime | None, slack: timedelta) -> int | Non
     day's window scans that day's ids instead of every newer job); None when `at` is None."""
     if at is None:
         return None
-    row = await run.one(conn, "read_job_id_at", {"at": at + slack})
+    try:
+        widened = at + slack
+    except OverflowError:  # within a minute of year 1 or 9999: no id bound on that side
+        return None
+    row = await run.one(conn, "read_job_id_at", {"at": widened})
     return None if row is None or row["id"] is None else int(row["id"])
 
 
