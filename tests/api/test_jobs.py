@@ -339,4 +339,12 @@ async def test_inputs_postgresql_cannot_store_are_422_never_500(
         for name in ("created_from", "created_to"):
             r = await client.get(url, params={name: number}, headers=h)
             assert error_fields(error_of(r, 422)) == {f"query.{name}"}, (name, number, r.text)
+    # The explorer widens created_at bounds by a minute to turn them into id bounds: at the
+    # ends of the calendar there is no minute to add, and the filter still answers.
+    r = await client.get(
+        url,
+        params={"created_from": "0001-01-01T00:00:00Z", "created_to": "9999-12-31T23:59:59Z"},
+        headers=h,
+    )
+    assert r.status_code == 200 and len(r.json()["items"]) == 1
     assert await scalar(conn, "SELECT count(*) FROM jobs") == 1

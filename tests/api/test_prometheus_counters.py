@@ -82,6 +82,40 @@ async def test_health_gauges_show_a_held_xmin_and_dead_tuples(
     assert ("jobyard_db_dead_tuple_ratio", (("relation", "jobs"),)) in samples
 
 
+async def test_health_warnings_pass_their_thresholds_in_metrics(
+    client: httpx.AsyncClient, app: FastAPI, conn: Conn, db_url: str, busy_project: dict[str, int]
+) -> None:
+    """Issue 15 point 6: a held XID past a small threshold, and a ready-queue table (any
+    `job_ready*` name, listed without configuration) with most of its rows dead."""
+    app.state.settings = app.state.settings.model_copy(
+        update={"health_xmin_warn_s": 1.0, "health_dead_ratio_warn": 0.1}
+    )
+    await conn.execute("CREATE TABLE job_ready_p7 (id bigint)")
+    await conn.execute("INSERT INTO job_ready_p7 SELECT g FROM generate_series(1, 3000) g")
+    await conn.execute("DELETE FROM job_ready_p7 WHERE id <= 2000")  # 2000 of 3000 dead
+    # A quiet ready table (no dead rows) is listed too: hot relations are never cut by the limit.
+    await conn.execute("CREATE TABLE job_ready_zz (id bigint)")
+    await conn.execute("INSERT INTO job_ready_zz SELECT g FROM generate_series(1, 10) g")
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    ready = (("relation", "job_ready_p7"),)
+    before = _samples((await client.get("/metrics")).text)
+    assert before[("jobyard_db_oldest_xmin_warning", ())] == 0
+    holder = await connect(db_url)  # not autocommit: the transaction stays open
+    try:
+        await holder.execute("SELECT txid_current()")
+        await asyncio.sleep(1.5)
+        samples = _samples((await client.get("/metrics")).text)
+    finally:
+        await holder.rollback()
+        await holder.close()
+    assert samples[("jobyard_db_oldest_xmin_warning", ())] == 1
+    assert samples[("jobyard_db_oldest_xmin_age_seconds", ())] > 1.0
+    assert samples[("jobyard_db_dead_tuple_ratio", ready)] == pytest.approx(2 / 3, abs=0.05)
+    assert samples[("jobyard_db_dead_tuple_warning", ready)] == 1
+    assert samples[("jobyard_db_dead_tuple_warning", (("relation", "jobs"),))] == 0
+    assert samples[("jobyard_db_dead_tuple_ratio", (("relation", "job_ready_zz"),))] == 0
+
+
 async def test_promtool_check_metrics_is_clean(
     client: httpx.AsyncClient, conn: Conn, busy_project: dict[str, int]
 ) -> None:

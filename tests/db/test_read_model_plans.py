@@ -42,8 +42,10 @@ def _cases(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     p, q, w, j = s["project_id"], s["queue_id"], s["worker_id"], s["job_id"]
     page: dict[str, Any] = {
         "project_id": p, "before_id": None, "statuses": None, "queue": None, "handler": None,
-        "created_from": None, "created_to": None, "fingerprint": None, "limit": 51,
+        "created_from": None, "created_to": None, "min_id": None, "max_id": None,
+        "fingerprint": None, "limit": 51,
     }  # fmt: skip
+    day = {"created_from": "2026-01-01T00:00:00Z", "created_to": "2026-01-02T00:00:00Z"}
     base = {"project_id": p, "now": None}
     return [
         ("jobs, no filter", "read_jobs_page", page),
@@ -52,6 +54,9 @@ def _cases(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         ("jobs by handler", "read_jobs_page", {**page, "handler": "charge_card"}),
         ("jobs by fingerprint", "read_jobs_page", {**page, "fingerprint": "x" * 32}),
         ("jobs, next page", "read_jobs_page", {**page, "before_id": j}),
+        ("jobs created in a window", "read_jobs_page",
+         {**page, **day, "min_id": j - 1000, "max_id": j}),
+        ("id of a created_at", "read_job_id_at", {"at": "2026-01-01T00:00:00Z"}),
         ("job", "read_job_get", {"project_id": p, "job_id": j}),
         ("job run summary", "read_job_execution_summary", {"project_id": p, "job_id": j}),
         ("job runs", "read_job_executions_page",
@@ -62,17 +67,16 @@ def _cases(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
          {"project_id": p, "before_id": None, "statuses": None, "limit": 51}),
         ("worker", "read_worker_detail", {**base, "worker_id": w}),
         ("worker's held jobs", "read_worker_held_jobs",
-         {"project_id": p, "worker_id": w, "held_shown": 500}),
+         {"project_id": p, "worker_id": w, "held_shown": 100}),
         ("worker's recent runs", "read_worker_recent_runs",
          {"project_id": p, "worker_id": w, "limit": 20}),
         ("topology workers", "read_topology_workers", {**base, "limit": 40}),
         ("dead letters", "read_dlq_page",
          {"project_id": p, "before_id": None, "queue": None, "fingerprint": None, "replayed": None,
           "limit": 51}),
+        ("dead letters' payloads", "read_dlq_payloads", {"project_id": p, "ids": [1, 2, 3]}),
         ("queue depths", "read_metrics_queues", base),
         ("worker totals", "read_metrics_workers", base),
-        ("throughput", "read_metrics_throughput", {**base, "queue": None}),
-        ("outcomes", "read_metrics_outcomes", {**base, "queue": None}),
         ("prometheus queues", "read_prom_queues", {"now": None}),
         ("prometheus workers", "read_prom_workers", {"now": None}),
         ("chart 1 h", "stats_series",
@@ -119,3 +123,101 @@ def test_charts_never_read_jobs(built: tuple[str, dict[str, Any]]) -> None:
     assert row is not None
     relations = {rel for _, rel in _scans(row["QUERY PLAN"][0]["Plan"]) if rel}
     assert relations <= {"queue_stats", "queue_stats_hourly", "queues"}, relations
+
+
+def _plan(url: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    with connect_sync(url) as conn:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + sql(name), params).fetchone()  # type: ignore[operator]
+    assert row is not None
+    plan: dict[str, Any] = row["QUERY PLAN"][0]["Plan"]
+    return plan
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def test_live_depth_counts_the_backlog_from_the_index_alone(
+    built: tuple[str, dict[str, Any]],
+) -> None:
+    """The overview's, queue pages' and /metrics' per-queue depth reads jobs_project_status_idx
+    only (its INCLUDE columns, migration 0011), never the job rows."""
+    url, sample = built
+    for name, params in (
+        ("read_metrics_queues", {"project_id": sample["project_id"], "now": None}),
+        ("read_prom_queues", {"now": None}),
+    ):
+        jobs = [n for n in _nodes(_plan(url, name, params)) if n.get("Relation Name") == "jobs"]
+        assert jobs, name
+        shapes = {(n["Node Type"], n.get("Index Name")) for n in jobs}
+        assert shapes == {("Index Only Scan", "jobs_project_status_idx")}, (name, shapes)
+
+
+def test_a_created_window_reads_only_its_id_range(built: tuple[str, dict[str, Any]]) -> None:
+    """created_at bounds become id bounds (read_job_id_at bisects the primary key): the
+    explorer's window scan is an index range on ids, and the bisection probes the primary key."""
+    url, sample = built
+    p, j = sample["project_id"], sample["job_id"]
+    params = {
+        "project_id": p, "before_id": None, "statuses": None, "queue": None, "handler": None,
+        "created_from": "2026-01-01T00:00:00Z", "created_to": "2026-01-02T00:00:00Z",
+        "min_id": j - 1000, "max_id": j, "fingerprint": None, "limit": 51,
+    }  # fmt: skip
+    scans = [
+        n for n in _nodes(_plan(url, "read_jobs_page", params)) if n.get("Relation Name") == "jobs"
+    ]
+    assert len(scans) == 1 and scans[0]["Node Type"] == "Index Scan", scans
+    assert "id >=" in scans[0].get("Index Cond", ""), scans[0]
+    probes = [
+        n
+        for n in _nodes(_plan(url, "read_job_id_at", {"at": "2026-01-01T00:00:00Z"}))
+        if n.get("Relation Name") == "jobs"
+    ]
+    assert probes and all(n["Node Type"] in {"Index Scan", "Index Only Scan"} for n in probes), [
+        (n["Node Type"], n.get("Index Name")) for n in probes
+    ]
+
+
+def test_id_bounds_keep_exactly_the_jobs_of_a_created_window(
+    built: tuple[str, dict[str, Any]],
+) -> None:
+    """The bisection's id bounds (with read_models' slack) select the same jobs as the
+    created_at test alone: a three-hour window from the middle of the week."""
+    from datetime import timedelta
+
+    from jobyard.core.read_models import CREATED_ID_SLACK
+
+    url, sample = built
+    with connect_sync(url) as conn:
+        mid = conn.execute("SELECT created_at FROM jobs WHERE id = %s", (sample["job_id"],))
+        row = mid.fetchone()
+        assert row is not None
+        start, end = row["created_at"], row["created_at"] + timedelta(hours=3)
+
+        def id_at(at: Any) -> int:
+            got = conn.execute(sql("read_job_id_at"), {"at": at}).fetchone()
+            assert got is not None
+            return int(got["id"])
+
+        params = {
+            "project_id": sample["project_id"], "before_id": None, "statuses": None,
+            "queue": None, "handler": None, "created_from": start, "created_to": end,
+            "fingerprint": None, "limit": 500,
+        }  # fmt: skip
+        exact = conn.execute(sql("read_jobs_page"), {**params, "min_id": None, "max_id": None})
+        bounded = conn.execute(
+            sql("read_jobs_page"),
+            {
+                **params,
+                "min_id": id_at(start - CREATED_ID_SLACK),
+                "max_id": id_at(end + CREATED_ID_SLACK),
+            },
+        )
+        want = [r["id"] for r in exact.fetchall()]
+        got = [r["id"] for r in bounded.fetchall()]
+        # The first job created at `start` is the bound itself when no slack is needed.
+        assert id_at(start) == min(want)
+    assert 50 < len(want) < 500
+    assert got == want

@@ -180,10 +180,23 @@ class SnapshotCollector(Collector):
         dead = GaugeMetricFamily(
             "jobyard_db_dead_tuples", "Dead tuples of the busiest tables.", labels=["relation"]
         )
+        # The dashboard's warnings as 0/1 gauges, past the same configured thresholds
+        # (JOBYARD_HEALTH_XMIN_WARN_S, JOBYARD_HEALTH_DEAD_RATIO_WARN).
+        dead_warning = GaugeMetricFamily(
+            "jobyard_db_dead_tuple_warning",
+            "1 when a table's dead-tuple ratio is past JOBYARD_HEALTH_DEAD_RATIO_WARN.",
+            labels=["relation"],
+        )
         for r in h.relations:
             ratio.add_metric([r["relation"]], float(r["dead_ratio"]))
             dead.add_metric([r["relation"]], float(r["dead"]))
-        yield from (ratio, dead)
+            dead_warning.add_metric([r["relation"]], float(h.relation_warning(r)))
+        yield from (ratio, dead, dead_warning)
+        yield GaugeMetricFamily(
+            "jobyard_db_oldest_xmin_warning",
+            "1 when the oldest xmin holder is older than JOBYARD_HEALTH_XMIN_WARN_S.",
+            value=float(h.xmin_warning),
+        )
 
 
 def _buckets(hist: list[int] | None) -> list[tuple[str, float]]:

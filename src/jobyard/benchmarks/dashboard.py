@@ -57,6 +57,9 @@ class Timing:
     url: str
     ms: list[float] = field(default_factory=list)
     status: int = 0
+    # The host's 1-minute load average when this URL's requests ended: the machine is shared,
+    # and a p95 read next to it says how much of it was waiting for a CPU.
+    load: float = 0.0
 
     @property
     def p50(self) -> float:
@@ -270,6 +273,7 @@ def measure(base: str, sample: dict[str, Any], size: Size, progress: Progress) -
                 t.status = r.status_code
                 if i >= size.warmup:
                     t.ms.append(elapsed)
+            t.load = os.getloadavg()[0]
             timings.append(t)
     return timings
 
@@ -316,10 +320,15 @@ def markdown(result: Result) -> str:
         f"ANALYZE), statistics rollup folded in {result.fold_s:.0f} s. "
         f"{result.size.requests} requests per URL after {result.size.warmup} warm-up.",
         "",
-        "| page / API | p50 ms | p95 ms | max ms | ≤ 200 ms |",
-        "|---|---:|---:|---:|---|",
+        f"Host: {os.cpu_count()} CPUs; `load` is the 1-minute load average as each URL's "
+        "requests ended.",
+        "",
+        "| page / API | p50 ms | p95 ms | max ms | load | ≤ 200 ms |",
+        "|---|---:|---:|---:|---:|---|",
     ]
     for t in result.timings:
         verdict = "yes" if t.ok else ("**no**" if t.status == 200 else f"**HTTP {t.status}**")
-        lines.append(f"| {t.name} | {t.p50:.1f} | {t.p95:.1f} | {max(t.ms):.1f} | {verdict} |")
+        lines.append(
+            f"| {t.name} | {t.p50:.1f} | {t.p95:.1f} | {max(t.ms):.1f} | {t.load:.1f} | {verdict} |"
+        )
     return "\n".join(lines) + "\n"

@@ -12,6 +12,9 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 
 RELATIONS_SHOWN = 8
+# Hot relations (LIKE patterns) are always listed, whatever their dead rows: `jobs`, and the
+# ready-queue tables (`job_ready`, its partitions, any `job_ready_*`) however many there are.
+HOT_RELATIONS = ("jobs", r"job\_ready%")
 # A ratio over a handful of rows is noise (a 2-row table with one update is "50 % dead").
 MIN_DEAD_TO_WARN = 1000
 
@@ -59,7 +62,9 @@ class DbHealth:
 async def read(conn: Conn, *, xmin_warn_s: float, dead_ratio_warn: float) -> DbHealth:
     return DbHealth(
         xmin_holder=await run.one(conn, "health_xmin_holder"),
-        relations=await run.all_rows(conn, "health_dead_tuples", {"limit": RELATIONS_SHOWN}),
+        relations=await run.all_rows(
+            conn, "health_dead_tuples", {"hot": list(HOT_RELATIONS), "limit": RELATIONS_SHOWN}
+        ),
         xmin_warn_s=xmin_warn_s,
         dead_ratio_warn=dead_ratio_warn,
     )

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
+from jobyard.core import stats
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
@@ -21,8 +22,11 @@ from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 
 MAX_PAGE_SIZE: Final = 500
+# Ids follow creation order only up to the enqueuing transaction's length (created_at is its
+# start time, the id is taken at insert): created_at windows are widened by this much before
+# they become id bounds, and the exact created_at test still applies inside them.
+CREATED_ID_SLACK: Final = timedelta(minutes=1)
 RECENT_HEARTBEATS: Final = 20
-PERCENTILES: Final = (50, 95, 99)
 
 
 @dataclass(frozen=True)
@@ -126,11 +130,26 @@ async def list_jobs(
             "handler": f.handler,
             "created_from": f.created_from,
             "created_to": f.created_to,
+            "min_id": await _id_at(conn, f.created_from, -CREATED_ID_SLACK),
+            "max_id": await _id_at(conn, f.created_to, CREATED_ID_SLACK),
             "fingerprint": f.error_fingerprint,
             "limit": n + 1,
         },
     )
     return _page(rows, n, "id")
+
+
+async def _id_at(conn: Conn, at: datetime | None, slack: timedelta) -> int | None:
+    """An id bound for a created_at bound (read_job_id_at: a bisection of the primary key, so a
+    day's window scans that day's ids instead of every newer job); None when `at` is None."""
+    if at is None:
+        return None
+    try:
+        widened = at + slack
+    except OverflowError:  # within a minute of year 1 or 9999: no id bound on that side
+        return None
+    row = await run.one(conn, "read_job_id_at", {"at": widened})
+    return None if row is None or row["id"] is None else int(row["id"])
 
 
 async def get_job(conn: Conn, project_id: ProjectId, job_id: JobId) -> dict[str, Any]:
@@ -252,6 +271,16 @@ async def list_dead_letters(
     return _page(rows, n, "id")
 
 
+async def dead_letter_payloads(
+    conn: Conn, project_id: ProjectId, dlq_ids: Sequence[int]
+) -> dict[int, Any]:
+    """The payloads of some dead letters of a project, by id (a page of editors)."""
+    rows = await run.all_rows(
+        conn, "read_dlq_payloads", {"project_id": project_id, "ids": list(dlq_ids)}
+    )
+    return {int(r["id"]): r["payload"] for r in rows}
+
+
 async def get_dead_letter(conn: Conn, project_id: ProjectId, dlq_id: int) -> dict[str, Any]:
     return await _required(
         conn, "read_dlq_get", {"project_id": project_id, "dlq_id": dlq_id}, "dead letter"
@@ -261,45 +290,38 @@ async def get_dead_letter(conn: Conn, project_id: ProjectId, dlq_id: int) -> dic
 # ----------------------------------------------------------------------------- metrics
 
 
-def _percentiles(values: Sequence[float] | None) -> dict[str, float | None]:
-    got = list(values) if values is not None else [None] * len(PERCENTILES)
-    return {
-        f"p{p}": (None if v is None else float(v)) for p, v in zip(PERCENTILES, got, strict=True)
-    }
-
-
 async def project_metrics(
     conn: Conn, project_id: ProjectId, *, queue: str | None = None, now: datetime | None = None
 ) -> dict[str, Any]:
     """Depth per queue (claimable and scheduled apart), in flight vs capacity, per-minute
-    throughput for the last hour, outcome counts and latency percentiles (optionally one queue)."""
-    base = {"project_id": project_id, "now": sql_now(now)}
+    throughput for the last hour, outcome counts and latency percentiles (optionally one queue).
+
+    Everything about finished runs comes from the scheduler's rollup (core.stats: minute
+    buckets), never from `job_executions`: the counts are exact up to the fold's lag (a few
+    seconds) and the percentiles are estimated from the histogram buckets."""
     live = await project_live(conn, project_id, queue=queue, now=now)
-    queues, workers = live["queues"], live["workers"]
-    series = await run.all_rows(conn, "read_metrics_throughput", {**base, "queue": queue})
-    outcomes = await run.one(conn, "read_metrics_outcomes", {**base, "queue": queue})
-    assert outcomes is not None
+    queue_id = QueueId(int(live["queues"][0]["id"])) if queue is not None else None
+    chart = await stats.series(conn, project_id, window="1h", queue_id=queue_id, now=now)
+    t = chart["totals"]
+    failed = t["failed"] - t["timed_out"]  # the chart's `failed` includes timeouts
+    outcomes = {
+        "succeeded": t["succeeded"],
+        "failed": failed,
+        "timed_out": t["timed_out"],
+        "lease_lost": t["lease_lost"],
+        "released": t["released"],
+        "cancelled": t["cancelled"],
+    }
     return {
         "queue": queue,
-        "queues": queues,
-        "workers": workers,
-        "throughput": series,
-        "last_hour": {
-            k: outcomes[k]
-            for k in (
-                "finished",
-                "succeeded",
-                "failed",
-                "timed_out",
-                "lease_lost",
-                "released",
-                "cancelled",
-            )
-        },
-        "latency_ms": {
-            "run": _percentiles(outcomes["run_ms"]),
-            "queue_wait": _percentiles(outcomes["wait_ms"]),
-        },
+        "queues": live["queues"],
+        "workers": live["workers"],
+        "throughput": [
+            {"minute": p["t"], "done": p["succeeded"], "failed": p["failed"]}
+            for p in chart["points"]
+        ],
+        "last_hour": {"finished": sum(outcomes.values()), **outcomes},
+        "latency_ms": {"run": t["run_ms"], "queue_wait": t["wait_ms"]},
     }
 
 

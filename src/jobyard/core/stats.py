@@ -19,8 +19,18 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import ValidationFailed
 from jobyard.domain.ids import ProjectId, QueueId
-from jobyard.domain.stats import BOUNDS_MS, FOLD_LAG_S, RETAIN_DAYS, SLOTS, percentile
+from jobyard.domain.stats import (
+    BOUNDS_MS,
+    FOLD_LAG_S,
+    RETAIN_DAYS,
+    percentile,
+)
 
+# Counters summed per step; `failed` includes timed-out runs (the chart's red bars).
+COUNTS: Final = (
+    "succeeded", "failed", "enqueued", "dead_lettered", "timed_out", "lease_lost", "released",
+    "cancelled",
+)  # fmt: skip
 # Chart windows: name → (range, step, read hour buckets) in seconds; 24–84 points each.
 WINDOWS: Final[dict[str, tuple[int, int, bool]]] = {
     "1h": (3600, 60, False),
@@ -118,25 +128,19 @@ async def series(
             "now": sql_now(now),
         },
     )
-    # The first rows are the steps (zeros); bucket rows follow, each labelled with its step.
-    steps: dict[Any, dict[str, Any]] = {}
-    for r in rows:
-        step = steps.get(r["t"])
-        if step is None:
-            if not r["is_step"]:
-                continue  # a bucket before the first step (the window's partial edge)
-            step = steps[r["t"]] = {
-                "succeeded": 0, "failed": 0, "enqueued": 0, "dead_lettered": 0,
-                "run_hist": [0] * SLOTS, "wait_hist": [0] * SLOTS,
-            }  # fmt: skip
-        for key in ("succeeded", "failed", "enqueued", "dead_lettered"):
-            step[key] += int(r[key])
-        for key in ("run_hist", "wait_hist"):
-            for i, n in enumerate(r[key] or []):
-                step[key][i] += int(n)
+    # One row per step, already summed in SQL; a histogram slot no bucket filled is NULL.
+    steps = [
+        {
+            **{key: int(r[key]) for key in COUNTS},
+            "t": r["t"],
+            "run_hist": [int(n or 0) for n in r["run_hist"]],
+            "wait_hist": [int(n or 0) for n in r["wait_hist"]],
+        }
+        for r in rows
+    ]
     points = [
         {
-            "t": t,
+            "t": v["t"],
             "succeeded": v["succeeded"],
             "failed": v["failed"],
             "enqueued": v["enqueued"],
@@ -144,23 +148,18 @@ async def series(
             "run_ms": _pcts(v["run_hist"]),
             "wait_ms": _pcts(v["wait_hist"]),
         }
-        for t, v in sorted(steps.items())
+        for v in steps
     ]
-    run_all = [0] * SLOTS
-    wait_all = [0] * SLOTS
-    for v in steps.values():
-        for i in range(SLOTS):
-            run_all[i] += v["run_hist"][i]
-            wait_all[i] += v["wait_hist"][i]
+    run_all = [sum(slot) for slot in zip(*(v["run_hist"] for v in steps), strict=True)]
+    wait_all = [sum(slot) for slot in zip(*(v["wait_hist"] for v in steps), strict=True)]
     return {
         "window": window,
         "step_s": step_s,
         "points": points,
         "totals": {
-            "succeeded": sum(p["succeeded"] for p in points),
-            "failed": sum(p["failed"] for p in points),
-            "enqueued": sum(p["enqueued"] for p in points),
-            "dead_lettered": sum(p["dead_lettered"] for p in points),
+            # `failed` counts failed and timed-out runs (as the chart draws them); the other
+            # outcomes are totals only (the JSON metrics' last hour).
+            **{key: sum(v[key] for v in steps) for key in COUNTS},
             "run_ms": _pcts(run_all),
             "wait_ms": _pcts(wait_all),
         },

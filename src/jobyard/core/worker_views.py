@@ -12,7 +12,9 @@ from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import ProjectId, WorkerId
 
 RECENT_RUNS: Final = 20
-HELD_SHOWN: Final = 500
+# The page lists the jobs held longest; a worker may hold hundreds (its concurrency), and a
+# row per job costs render time: past this many it shows the count and links the explorer.
+HELD_SHOWN: Final = 100
 TOPOLOGY_WORKERS: Final = 40
 
 

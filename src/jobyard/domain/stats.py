@@ -14,7 +14,8 @@ BOUNDS_MS: Final[tuple[float, ...]] = (
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000,
 )  # fmt: skip
 SLOTS: Final = len(BOUNDS_MS) + 1
-# db/sql/stats.sql counts each slot with its own FILTER (fast, no per-row function): 16 of them.
+# db/sql/stats.sql counts each slot with its own FILTER (fast, no per-row function) and sums
+# them slot by slot in stats_series: 16 of them.
 assert SLOTS == 16, "stats_fold_executions counts exactly 16 histogram slots"
 OUTCOMES: Final = ("succeeded", "failed", "timed_out", "lease_lost", "released", "cancelled")
 # Rows newer than this are left for the next pass: a row committed late by a slow transaction

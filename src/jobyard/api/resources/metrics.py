@@ -3,7 +3,8 @@
 Depth per queue keeps claimable jobs (`queued`) apart from delayed ones (`scheduled`, with
 `scheduled_due` = due but not yet promoted), plus `waiting` (unmet dependencies) and in flight.
 Capacity is the summed concurrency of active workers. Throughput, outcome counts and latency
-percentiles cover finished runs of the last 60 minutes.
+percentiles cover finished runs of the last 60 minutes, read from the statistics rollup
+(percentiles estimated from its histogram buckets).
 """
 
 from __future__ import annotations

@@ -22,12 +22,22 @@ ORDER BY greatest(age(a.backend_xmin), age(a.backend_xid)) DESC, a.xact_start
 LIMIT 1
 
 -- name: health_dead_tuples
--- Dead-tuple ratio of this schema's tables with the most dead rows (`jobs` always listed).
-SELECT t.relname AS relation, t.n_live_tup AS live, t.n_dead_tup AS dead,
-       coalesce(t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), 0)::float8
-           AS dead_ratio,
-       greatest(t.last_autovacuum, t.last_vacuum) AS last_vacuum
-FROM pg_stat_user_tables t
-WHERE t.schemaname = current_schema()
-ORDER BY (t.relname = 'jobs') DESC, t.n_dead_tup DESC, t.relname
-LIMIT %(limit)s
+-- Dead-tuple ratio of this schema's tables: every hot relation (names matching a %(hot)s LIKE
+-- pattern: `jobs`, the ready-queue tables and their partitions), then the `limit` others with
+-- the most dead rows.
+-- explain: {"hot": ["jobs"], "limit": 8}
+WITH t AS (
+    SELECT t.relname AS relation, t.n_live_tup AS live, t.n_dead_tup AS dead,
+           coalesce(t.n_dead_tup::float8 / nullif(t.n_live_tup + t.n_dead_tup, 0), 0)::float8
+               AS dead_ratio,
+           greatest(t.last_autovacuum, t.last_vacuum) AS last_vacuum,
+           t.relname::text LIKE ANY (%(hot)s::text[]) AS hot
+    FROM pg_stat_user_tables t
+    WHERE t.schemaname = current_schema()
+)
+SELECT * FROM (
+    SELECT * FROM t WHERE t.hot
+    UNION ALL
+    (SELECT * FROM t WHERE NOT t.hot ORDER BY t.dead DESC, t.relation LIMIT %(limit)s)
+) r
+ORDER BY r.hot DESC, r.dead DESC, r.relation

@@ -33,7 +33,7 @@ WHERE p.project_id = %(project_id)s AND p.id = %(policy_id)s
 
 -- name: read_jobs_page
 -- The job explorer: newest first, keyset on id, every filter optional (NULL = not filtered).
--- explain: {"before_id": null, "statuses": null, "queue": null, "handler": null, "created_from": null, "created_to": null, "fingerprint": null, "limit": 51}
+-- explain: {"before_id": null, "statuses": null, "queue": null, "handler": null, "created_from": null, "created_to": null, "min_id": null, "max_id": null, "fingerprint": null, "limit": 51}
 SELECT j.id, q.name AS queue, j.queue_id, j.handler, j.status, j.priority, j.run_at,
        j.attempt, j.max_attempts, j.execution_seq, j.idempotency_key, j.batch_id,
        j.schedule_id, j.worker_id, j.claimed_at, j.started_at, j.finished_at,
@@ -47,11 +47,40 @@ WHERE j.project_id = %(project_id)s
   AND (%(statuses)s::job_status[] IS NULL OR j.status = ANY(%(statuses)s::job_status[]))
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
   AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
+  -- A created_at window walks only its id range (read_job_id_at): no created_at index.
+  AND (%(min_id)s::bigint IS NULL OR j.id >= %(min_id)s::bigint)
+  AND (%(max_id)s::bigint IS NULL OR j.id < %(max_id)s::bigint)
   AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s::timestamptz)
   AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s::timestamptz)
   AND (%(fingerprint)s::text IS NULL OR j.error_fingerprint = %(fingerprint)s::text)
 ORDER BY j.id DESC
 LIMIT %(limit)s
+
+-- name: read_job_id_at
+-- The smallest id x such that the first job at or above x was created at or after %(at)s: ids
+-- are handed out in creation order, so this bisects the primary key (about log2(ids) index
+-- probes, ~20 at 1,000,000 jobs) instead of keeping a created_at index every enqueue would pay
+-- for. A filter `created_at >= at` then scans only ids >= x. Across all projects (one sequence).
+-- explain: {"at": "2026-01-01T00:00:00Z"}
+WITH RECURSIVE b(lo, hi) AS (
+    SELECT min(j.id), max(j.id) + 1 FROM jobs j
+    UNION ALL
+    -- Probe the first job at or above the midpoint: created at or after `at` → the answer is at
+    -- most the midpoint; before → it is above that job's id.
+    SELECT CASE WHEN p.id IS NULL OR p.created_at >= %(at)s::timestamptz THEN b.lo
+                ELSE p.id + 1 END,
+           CASE WHEN p.id IS NULL OR p.created_at >= %(at)s::timestamptz
+                THEN b.lo + (b.hi - b.lo) / 2 ELSE b.hi END
+    FROM b
+    LEFT JOIN LATERAL (
+        SELECT j.id, j.created_at FROM jobs j
+        WHERE j.id >= b.lo + (b.hi - b.lo) / 2
+        ORDER BY j.id
+        LIMIT 1
+    ) p ON true
+    WHERE b.lo < b.hi
+)
+SELECT max(b.lo) AS id FROM b
 
 -- name: read_job_get
 -- One job of a project with its queue name.
@@ -175,6 +204,13 @@ WHERE d.project_id = %(project_id)s
 ORDER BY d.id DESC
 LIMIT %(limit)s
 
+-- name: read_dlq_payloads
+-- The payloads of a page of dead letters (the DLQ page's editors), by primary key.
+-- explain: {"ids": [1, 2, 3]}
+SELECT d.id, d.payload
+FROM dead_letter_jobs d
+WHERE d.project_id = %(project_id)s AND d.id = ANY(%(ids)s::bigint[])
+
 -- name: read_dlq_get
 -- One dead letter of a project (with its payload) and its queue name.
 SELECT d.*, q.name AS queue
@@ -253,92 +289,6 @@ SELECT count(*) FILTER (WHERE w.status = 'active') AS active,
         WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')) AS in_flight
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
-
--- name: read_metrics_throughput
--- Finished runs per minute for the last 60 minutes (every minute present, zeros included).
--- explain: {"queue": null}
-WITH minutes AS (
-    SELECT generate_series(date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes',
-                           date_trunc('minute', coalesce(%(now)s, now())),
-                           interval '1 minute') AS minute
-), candidates AS (
-    -- job_executions has no finished_at index (it would make every finish a non-HOT update), so
-    -- reach the runs through their jobs: a run that finished in the window belongs to a job that
-    -- is unfinished and has run before, or that finished in the window itself. Both sets come
-    -- from indexes on jobs and are bounded by the backlog and one hour's work, not by history.
-    SELECT j.id, j.queue_id FROM jobs j
-    WHERE j.project_id = %(project_id)s
-      AND j.status IN ('scheduled', 'queued', 'claimed', 'running') AND j.execution_seq > 0
-    UNION ALL
-    SELECT j.id, j.queue_id FROM jobs j
-    WHERE j.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
-      AND j.project_id = %(project_id)s
-), finished AS (
-    -- One index probe per candidate (job_executions_job_seq_key): LATERAL keeps the planner from
-    -- hashing a sequential scan of every execution ever kept (1.3 s at 2,000,000 runs).
-    SELECT date_trunc('minute', e.finished_at) AS minute, e.outcome
-    FROM candidates c
-    CROSS JOIN LATERAL (
-        SELECT x.finished_at, x.outcome FROM job_executions x
-        WHERE x.job_id = c.id
-          AND x.finished_at >= date_trunc('minute', coalesce(%(now)s, now())) - interval '59 minutes'
-          AND x.finished_at < date_trunc('minute', coalesce(%(now)s, now())) + interval '1 minute'
-        OFFSET 0  -- a fence: keeps this a per-candidate probe instead of a flattened hash join
-    ) e
-    WHERE (%(queue)s::text IS NULL OR c.queue_id = (
-          SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
-)
-SELECT m.minute,
-       count(f.outcome) FILTER (WHERE f.outcome = 'succeeded') AS done,
-       count(f.outcome) FILTER (WHERE f.outcome IN ('failed', 'timed_out')) AS failed
-FROM minutes m
-LEFT JOIN finished f ON f.minute = m.minute
-GROUP BY m.minute
-ORDER BY m.minute
-
--- name: read_metrics_outcomes
--- Runs finished in the last 60 minutes by outcome, and run-time and queue-wait percentiles.
--- explain: {"queue": null}
-WITH candidates AS (
-    -- Same reach as read_metrics_throughput: jobs that may own a run finished in the window.
-    SELECT j.id, j.queue_id, j.execution_seq, j.run_at, j.status FROM jobs j
-    WHERE j.project_id = %(project_id)s
-      AND j.status IN ('scheduled', 'queued', 'claimed', 'running') AND j.execution_seq > 0
-    UNION ALL
-    SELECT j.id, j.queue_id, j.execution_seq, j.run_at, j.status FROM jobs j
-    WHERE j.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
-      AND j.project_id = %(project_id)s
-), finished AS (
-    SELECT e.outcome, e.duration_ms::float8 AS duration_ms,
-           -- Queue wait is measured on a finished job's latest run: run_at is that run's due time.
-           CASE WHEN e.execution_seq = c.execution_seq
-                     AND c.status IN ('done', 'dead_letter', 'cancelled')
-                THEN greatest(0, extract(epoch FROM e.started_at - c.run_at) * 1000)::float8
-           END AS wait_ms
-    FROM candidates c
-    -- One index probe per candidate, as in read_metrics_throughput.
-    CROSS JOIN LATERAL (
-        SELECT x.outcome, x.duration_ms, x.execution_seq, x.started_at FROM job_executions x
-        WHERE x.job_id = c.id
-          AND x.finished_at >= coalesce(%(now)s, now()) - interval '60 minutes'
-          AND x.finished_at <= coalesce(%(now)s, now())
-        OFFSET 0  -- a fence, as in read_metrics_throughput
-    ) e
-    WHERE (%(queue)s::text IS NULL OR c.queue_id = (
-          SELECT q.id FROM queues q WHERE q.project_id = %(project_id)s AND q.name = %(queue)s::text))
-)
-SELECT count(*) AS finished,
-       count(*) FILTER (WHERE outcome = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE outcome = 'failed') AS failed,
-       count(*) FILTER (WHERE outcome = 'timed_out') AS timed_out,
-       count(*) FILTER (WHERE outcome = 'lease_lost') AS lease_lost,
-       count(*) FILTER (WHERE outcome = 'released') AS released,
-       count(*) FILTER (WHERE outcome = 'cancelled') AS cancelled,
-       percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY duration_ms)
-           AS run_ms,
-       percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (ORDER BY wait_ms)
-           AS wait_ms
-FROM finished
 
 -- name: read_prom_queues
 -- Every queue of every project with its unfinished-job counts (the /metrics scrape).

@@ -291,10 +291,11 @@ SELECT (SELECT count(*) FROM minutes) + (SELECT count(*) FROM hours) AS n
 SELECT pg_notify('jobyard_events', 'stats:' || array_to_string(%(queue_ids)s::bigint[], ','))
 
 -- name: stats_series
--- The buckets of one project (or one queue) over a window, each labelled with its chart step
--- `t`, after one empty row per step (so every step is present): minute buckets when `hourly`
--- is false, hour buckets otherwise (a 7-day chart reads at most 168 rows per queue). core.stats
--- adds them up per step; histograms are summed there, not by a per-row SQL function.
+-- One row per chart step `t` of a window (every step present, zeros included), the buckets of
+-- one project (or one queue) added up in SQL: minute buckets when `hourly` is false, hour
+-- buckets otherwise (a 7-day chart reads at most 168 rows per queue). Histograms are summed slot
+-- by slot (16 plain sums, no per-row function); empty slots read as NULL, which core.stats pads.
+-- A bucket before the first step (the window's partial edge) matches no step and is left out.
 -- explain: {"queue_id": null, "range_s": 604800, "step_s": 7200, "hourly": true}
 WITH steps AS (
     SELECT generate_series(
@@ -306,7 +307,8 @@ WITH steps AS (
         make_interval(secs => %(step_s)s)) AS t
 ), src AS (
     SELECT s.bucket, s.succeeded, s.failed + s.timed_out AS failed, s.enqueued,
-           s.dead_lettered, s.run_hist, s.wait_hist
+           s.dead_lettered, s.run_hist, s.wait_hist, s.timed_out, s.lease_lost, s.released,
+           s.cancelled
     FROM queue_stats s
     JOIN queues q ON q.id = s.queue_id
     WHERE NOT %(hourly)s AND q.project_id = %(project_id)s
@@ -314,20 +316,37 @@ WITH steps AS (
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
     UNION ALL
     SELECT s.bucket, s.succeeded, s.failed + s.timed_out, s.enqueued, s.dead_lettered,
-           s.run_hist, s.wait_hist
+           s.run_hist, s.wait_hist, s.timed_out, s.lease_lost, s.released, s.cancelled
     FROM queue_stats_hourly s
     JOIN queues q ON q.id = s.queue_id
     WHERE %(hourly)s AND q.project_id = %(project_id)s
       AND (%(queue_id)s::bigint IS NULL OR s.queue_id = %(queue_id)s::bigint)
       AND s.bucket > coalesce(%(now)s, now()) - make_interval(secs => %(range_s)s + %(step_s)s)
 )
-SELECT st.t, true AS is_step, 0::bigint AS succeeded, 0::bigint AS failed, 0::bigint AS enqueued,
-       0::bigint AS dead_lettered, '{}'::bigint[] AS run_hist, '{}'::bigint[] AS wait_hist
+SELECT st.t,
+       coalesce(sum(s.succeeded), 0)::bigint AS succeeded,
+       coalesce(sum(s.failed), 0)::bigint AS failed,
+       coalesce(sum(s.enqueued), 0)::bigint AS enqueued,
+       coalesce(sum(s.dead_lettered), 0)::bigint AS dead_lettered,
+       coalesce(sum(s.timed_out), 0)::bigint AS timed_out,
+       coalesce(sum(s.lease_lost), 0)::bigint AS lease_lost,
+       coalesce(sum(s.released), 0)::bigint AS released,
+       coalesce(sum(s.cancelled), 0)::bigint AS cancelled,
+       ARRAY[sum(s.run_hist[1]), sum(s.run_hist[2]), sum(s.run_hist[3]), sum(s.run_hist[4]),
+             sum(s.run_hist[5]), sum(s.run_hist[6]), sum(s.run_hist[7]),
+             sum(s.run_hist[8]), sum(s.run_hist[9]), sum(s.run_hist[10]),
+             sum(s.run_hist[11]), sum(s.run_hist[12]), sum(s.run_hist[13]),
+             sum(s.run_hist[14]), sum(s.run_hist[15]), sum(s.run_hist[16])]::bigint[] AS run_hist,
+       ARRAY[sum(s.wait_hist[1]), sum(s.wait_hist[2]), sum(s.wait_hist[3]), sum(s.wait_hist[4]),
+             sum(s.wait_hist[5]), sum(s.wait_hist[6]), sum(s.wait_hist[7]),
+             sum(s.wait_hist[8]), sum(s.wait_hist[9]), sum(s.wait_hist[10]),
+             sum(s.wait_hist[11]), sum(s.wait_hist[12]), sum(s.wait_hist[13]),
+             sum(s.wait_hist[14]), sum(s.wait_hist[15]), sum(s.wait_hist[16])]::bigint[] AS wait_hist
 FROM steps st
-UNION ALL
-SELECT date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01'), false,
-       s.succeeded, s.failed, s.enqueued, s.dead_lettered, s.run_hist, s.wait_hist
-FROM src s
+LEFT JOIN src s
+       ON date_bin(make_interval(secs => %(step_s)s), s.bucket, timestamptz '2000-01-01') = st.t
+GROUP BY st.t
+ORDER BY st.t
 
 -- name: stats_totals_all
 -- Every queue's counters since creation, with org/project/queue names (the /metrics scrape).
