@@ -167,28 +167,31 @@ WITH queue AS MATERIALIZED (
     WHERE q.id = %(queue_id)s AND NOT q.is_paused
       AND (q.max_concurrency IS NULL OR %(limited)s)
 ), suspect AS MATERIALIZED (
-    -- jobs_suspect_idx: holds only queued suspects, so this costs nothing when there are none.
-    -- LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the Limit
-    -- node then reads no row at all.
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = %(queue_id)s AND j.status = 'queued' AND j.suspect
+    -- job_ready_suspect_idx: holds only queued suspects, so this costs nothing when there are
+    -- none. LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the
+    -- Limit node then reads no row at all.
+    SELECT r.job_id AS id
+    FROM job_ready r JOIN jobs j ON j.id = r.job_id
+    WHERE r.queue_id = %(queue_id)s AND r.suspect AND j.status = 'queued'
       AND EXISTS (SELECT 1 FROM queue)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r, j SKIP LOCKED
     LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
-    -- The partial claim index supplies this order, so LIMIT stops after n rows;
+    -- The claimable jobs come from job_ready (migration 0012), not from jobs: its dead rows are
+    -- truncated away every few seconds, so a held snapshot cannot make this walk grow. Its
+    -- claim index supplies the order, so LIMIT stops after n rows. The jobs row is locked too
+    -- (a session holding it is skipped) and re-checked: only a queued job is claimed.
     -- MATERIALIZED keeps the planner from re-running the limited subquery.
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = %(queue_id)s
+    SELECT r.job_id AS id
+    FROM job_ready r JOIN jobs j ON j.id = r.job_id
+    WHERE r.queue_id = %(queue_id)s
+      AND NOT r.suspect
       AND j.status = 'queued'
-      AND NOT j.suspect
       AND EXISTS (SELECT 1 FROM queue)
       AND NOT EXISTS (SELECT 1 FROM suspect)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r, j SKIP LOCKED
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -214,12 +217,17 @@ WITH queue AS MATERIALIZED (
 SELECT claimed.*, false AS suspect_waiting FROM claimed
 UNION ALL
 -- One row of NULLs (typed by the outer join) flags a suspect waiting for a worker that holds
--- nothing; jobs_suspect_idx answers it without touching the queue's other jobs.
+-- nothing; job_ready_suspect_idx answers it without touching the queue's other jobs.
 SELECT c.*, true AS suspect_waiting
 FROM (SELECT) AS one LEFT JOIN claimed c ON false
 WHERE NOT %(solo)s
-  AND EXISTS (SELECT 1 FROM jobs s
-              WHERE s.queue_id = %(queue_id)s AND s.status = 'queued' AND s.suspect)
+  AND EXISTS (SELECT 1 FROM job_ready s WHERE s.queue_id = %(queue_id)s AND s.suspect)
+
+-- name: job_claim_rotate_ready
+-- Empty the ready partition that becomes current next (its live rows moved, then TRUNCATE):
+-- 'clean', 'busy', 'locked' (gave up after wait_ms: retry later) or 'rotated' (migration 0012).
+-- explain: {"wait_ms": 20}
+SELECT job_ready_rotate(%(wait_ms)s) AS outcome
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
