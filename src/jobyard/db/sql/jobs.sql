@@ -169,29 +169,36 @@ WITH queue AS MATERIALIZED (
 ), suspect AS MATERIALIZED (
     -- job_ready_suspect_idx: holds only queued suspects, so this costs nothing when there are
     -- none. LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the
-    -- Limit node then reads no row at all.
+    -- Limit node then reads no row at all. The jobs row is locked as in picked.
     SELECT r.job_id AS id
-    FROM job_ready r JOIN jobs j ON j.id = r.job_id
-    WHERE r.queue_id = %(queue_id)s AND r.suspect AND j.status = 'queued'
+    FROM job_ready r
+    WHERE r.queue_id = %(queue_id)s AND r.suspect
       AND EXISTS (SELECT 1 FROM queue)
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r, j SKIP LOCKED
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
     -- The claimable jobs come from job_ready (migration 0012), not from jobs: its dead rows are
     -- truncated away every few seconds, so a held snapshot cannot make this walk grow. Its
-    -- claim index supplies the order, so LIMIT stops after n rows. The jobs row is locked too
-    -- (a session holding it is skipped) and re-checked: only a queued job is claimed.
-    -- MATERIALIZED keeps the planner from re-running the limited subquery.
+    -- claim index supplies this order, so LIMIT stops after n rows; MATERIALIZED keeps the
+    -- planner from re-running the limited subquery.
+    -- Each candidate's jobs row is locked (SKIP LOCKED) and re-checked by key in a filter on
+    -- the ordered scan: a job some session holds (an operator's SELECT ... FOR UPDATE, a cancel
+    -- in flight, another claim) is passed over for the next one, never waited for, and only a
+    -- job still queued is taken. A join instead would plan a hash join or a sort whenever the
+    -- ready set is small.
     SELECT r.job_id AS id
-    FROM job_ready r JOIN jobs j ON j.id = r.job_id
+    FROM job_ready r
     WHERE r.queue_id = %(queue_id)s
       AND NOT r.suspect
-      AND j.status = 'queued'
       AND EXISTS (SELECT 1 FROM queue)
       AND NOT EXISTS (SELECT 1 FROM suspect)
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r, j SKIP LOCKED
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -209,7 +216,9 @@ WITH queue AS MATERIALIZED (
         execution_seq = j.execution_seq + 1,
         updated_at = coalesce(%(now)s, statement_timestamp())
     -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked.
+    -- The jobs rows are this transaction's (locked above); the status test is a second guard.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
+      AND j.status = 'queued'
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
               j.suspect
