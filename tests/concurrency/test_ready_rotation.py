@@ -68,6 +68,9 @@ async def test_rotation_empties_drained_partitions_while_an_xid_is_held(
     queue = await make_queue(conn)
     worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
     ref = _ref(queue)
+    # Jobs of another queue that nobody claims: live rows every rotation must move along.
+    idle = await make_queue(conn, project_id=queue["project_id"])
+    residents = set(await _enqueue(conn, idle, 5))
     holder = await connect(db_url)  # not autocommit: its transaction stays open
     try:
         await holder.execute("SELECT txid_current()")
@@ -101,9 +104,8 @@ async def test_rotation_empties_drained_partitions_while_an_xid_is_held(
         assert held == {"held": True}
         assert outcomes["rotated"] >= 2, outcomes
         assert len(emptied) >= 2, emptied
-        assert await (await conn.execute("SELECT count(*) AS n FROM job_ready")).fetchone() == {
-            "n": 0
-        }
+        left = await (await conn.execute("SELECT job_id FROM job_ready")).fetchall()
+        assert {r["job_id"] for r in left} == residents
     finally:
         await holder.rollback()
         await holder.close()
@@ -123,11 +125,13 @@ async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_o
         await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
     reader = await connect(db_url)
     strict = await connect(db_url, autocommit=True)
+    plain = await connect(db_url, autocommit=True)
     try:
         await strict.execute("SET lock_timeout = '300ms'")
         await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         await reader.execute("SELECT count(*) FROM job_ready")  # ACCESS SHARE on each partition
-        assert await claim.rotate_ready(strict) == "locked"
+        # On a connection with no lock_timeout of its own: the rotation must bring its own.
+        assert await asyncio.wait_for(claim.rotate_ready(plain), 10) == "locked"
         # The rotation gave up instead of queueing an exclusive lock that claims would wait on.
         waiting = await (
             await conn.execute(
@@ -144,6 +148,7 @@ async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_o
     finally:
         await reader.close()
         await strict.close()
+        await plain.close()
 
 
 async def test_no_job_is_lost_or_claimed_twice_across_rotations(
@@ -195,7 +200,7 @@ async def test_no_job_is_lost_or_claimed_twice_across_rotations(
         await gate.close()
     assert [e for r in reports for e in r["errors"]] == []
     claimed = Counter(i for r in reports for c in r["calls"] for i in c["ids"])
-    assert max(claimed.values()) == 1, "a job was claimed twice"
+    assert [i for i, times in claimed.items() if times > 1] == [], "claimed twice"
     left = {
         r["id"]
         for r in await (
