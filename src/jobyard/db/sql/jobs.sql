@@ -215,10 +215,10 @@ WITH queue AS MATERIALIZED (
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
         updated_at = coalesce(%(now)s, statement_timestamp())
-    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked.
-    -- The jobs rows are this transaction's (locked above); the status test is a second guard.
+    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked
+    -- (rows come back in id order). The rows were locked above while still queued; a status
+    -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
-      AND j.status = 'queued'
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
               j.suspect
