@@ -1,8 +1,10 @@
 """Claim: hand each queued job to exactly one worker (engine rule 1).
 
 The sole user of the job_claim_* queries. One queue per statement, so queue_id is an equality
-prefix of the partial claim index and LIMIT stops early; FOR UPDATE SKIP LOCKED lets concurrent
-claimers pass over each other's rows instead of waiting or double-claiming.
+prefix of the ready set's claim index (job_ready, migration 0012) and LIMIT stops early; FOR
+UPDATE SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting or
+double-claiming. `rotate_ready` empties the ready partition that becomes current next, so dead
+ready rows never pile up, whatever snapshot another session holds (docs/DATABASE.md).
 """
 
 from __future__ import annotations
