@@ -9,7 +9,9 @@ script measures another checkout: PYTHONPATH=/tmp/base/src). Jobs are offered on
 (every 10 ms, what is due since the start: a slow round is made up, never lost) in batches of the
 `noop` handler. Per window it prints completions per second, pickup p50/p99 (the claim's
 started_at minus created_at, both by the database clock, of the jobs finished in the window),
-jobs' dead tuples and the sizes of the claim's relations.
+the shared buffers of one EXPLAIN (ANALYZE, BUFFERS) of the claim's picking step (n = 10, rolled
+back: the dead entries it walks, which the machine's load does not blur), jobs' dead tuples and
+the sizes of the claim's relations.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from jobyard.benchmarks.processes import WorkerProcesses
 from jobyard.core import claim, enqueue, projects
 from jobyard.db import testing
 from jobyard.db.pool import Conn, connect
+from jobyard.db.queries import QUERIES
 from jobyard.domain.schemas import BatchCreate, BatchItem
 
 PROJECT = "bench/pressure"
@@ -54,6 +57,39 @@ async def _one(conn: Conn, query: str, params: dict[str, Any] | None = None) -> 
     row = await (await conn.execute(query, params)).fetchone()  # type: ignore[arg-type]
     assert row is not None
     return row
+
+
+def _picking(node: dict[str, Any]) -> dict[str, Any] | None:
+    if node.get("Subplan Name") == "CTE picked":
+        return node
+    for child in node.get("Plans", ()):
+        found = _picking(child)
+        if found is not None:
+            return found
+    return None
+
+
+async def claim_buffers(conn: Conn, queue_id: int) -> int:
+    """Shared buffers the claim's picking step touches for n = 10: the dead entries it walks,
+    counted without the machine's load in the way. Run in a transaction that is rolled back."""
+    worker = await _one(conn, "SELECT min(id) AS id FROM workers")
+    params = {
+        "queue_id": queue_id,
+        "worker_id": worker["id"],
+        "n": 10,
+        "lease_s": 30.0,
+        "start": True,
+        "solo": False,
+        "limited": False,
+        "now": None,
+    }
+    text = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES["job_claim_batch"].sql
+    async with conn.transaction(force_rollback=True):
+        row = await _one(conn, text, params)
+    plan = row["QUERY PLAN"]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    node = _picking(plan[0]["Plan"]) or {}
+    return int(node.get("Shared Hit Blocks", 0)) + int(node.get("Shared Read Blocks", 0))
 
 
 async def offer(url: str, rate: float, stop: asyncio.Event, counter: list[int]) -> None:
@@ -93,7 +129,7 @@ async def main() -> None:
     try:
         project_id = await projects.resolve_project(conn, PROJECT, create=True)
         await projects.ensure_queues(conn, project_id, [QUEUE])
-        await claim.queues_by_names(conn, project_id, [QUEUE])
+        (queue,) = await claim.queues_by_names(conn, project_id, [QUEUE])
         workers.start()
         await asyncio.sleep(3.0)  # the workers connect and LISTEN
         producer = asyncio.create_task(offer(url, args.rate, stop, counter))
@@ -101,7 +137,8 @@ async def main() -> None:
         t = 0.0
         print(
             f"| {'label':8} | phase  | t (s) | done/s | pickup p50 ms | pickup p99 ms "
-            "| jobs dead tuples | jobs heap MB | jobs_claim_idx kB | job_ready kB | xmin age |",
+            "| claim buffers | jobs dead tuples | jobs heap MB | jobs_claim_idx kB | job_ready kB "
+            "| xmin age |",
             flush=True,
         )
         for phase, length in phases:
@@ -117,6 +154,7 @@ async def main() -> None:
                 t1 = await _one(conn, "SELECT clock_timestamp() AS t")
                 w = await _one(conn, WINDOW, {"t0": t0["t"], "t1": t1["t"]})
                 s = await _one(conn, SIZES)
+                s["claim_buffers"] = await claim_buffers(conn, queue.id)
                 t += args.window_s
                 span = (t1["t"] - t0["t"]).total_seconds()
                 row = {
@@ -131,7 +169,8 @@ async def main() -> None:
                 print(
                     f"| {args.label:8} | {phase:6} | {t:5.0f} | {row['done_per_s']:6.0f} "
                     f"| {row['p50'] or 0:13.1f} | {row['p99'] or 0:13.1f} "
-                    f"| {s['jobs_dead']:16} | {s['jobs_heap'] / 2**20:12.1f} "
+                    f"| {s['claim_buffers']:13} | {s['jobs_dead']:16} "
+                    f"| {s['jobs_heap'] / 2**20:12.1f} "
                     f"| {s['claim_idx'] / 1024:17.0f} | {s['ready_total'] / 1024:12.0f} "
                     f"| {s['xmin_age'] or 0:8} |",
                     flush=True,
