@@ -1,8 +1,10 @@
 """Claim: hand each queued job to exactly one worker (engine rule 1).
 
 The sole user of the job_claim_* queries. One queue per statement, so queue_id is an equality
-prefix of the partial claim index and LIMIT stops early; FOR UPDATE SKIP LOCKED lets concurrent
-claimers pass over each other's rows instead of waiting or double-claiming.
+prefix of the ready set's claim index (job_ready, migration 0012) and LIMIT stops early; FOR
+UPDATE SKIP LOCKED lets concurrent claimers pass over each other's rows instead of waiting or
+double-claiming. `rotate_ready` empties the ready partition that becomes current next, so dead
+ready rows never pile up, whatever snapshot another session holds (docs/DATABASE.md).
 """
 
 from __future__ import annotations
@@ -114,3 +116,22 @@ async def queues_by_names(conn: Conn, project_id: ProjectId, names: list[str]) -
         )
         for r in rows
     ]
+
+
+# How long a rotation may wait for the exclusive lock on the partition it empties. Claims queue
+# behind a waiting ACCESS EXCLUSIVE request, so this bounds the stall it can cause them.
+ROTATE_WAIT_MS = 20
+# How often a process tries to rotate: twice per period of job_ready_slot (two seconds), so each
+# partition is emptied once before it becomes current again.
+ROTATE_EVERY_S = 1.0
+
+
+async def rotate_ready(conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS) -> str:
+    """Empty the job_ready partition that becomes current next (migration 0012).
+
+    Returns 'clean' (nothing to free), 'busy' (another session rotates), 'locked' (a session
+    holds the partition; tried again on the next call) or 'rotated'. Cheap when there is
+    nothing to do, so every worker and the scheduler call it about once a second.
+    """
+    row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms})
+    return str(row["outcome"]) if row else "clean"

@@ -1,11 +1,13 @@
 """The promoter loop: scheduled jobs (delays, retry backoff) whose run_at is due → queued, in
-bounded SKIP LOCKED batches; each promoted queue is NOTIFYed once per batch."""
+bounded SKIP LOCKED batches; each promoted queue is NOTIFYed once per batch. Each pass also
+empties the job_ready partition that becomes current next (claim.rotate_ready)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobyard.core.claim import rotate_ready
 from jobyard.core.maintenance import promote_due
 from jobyard.db.pool import Conn
 from jobyard.scheduler.service import Config, LoopService, PassResult
@@ -35,4 +37,6 @@ class Promoter(LoopService):
             more = result.promoted >= self.config.batch
             if not more:
                 break
+        # Promotion fills job_ready; the same pass (every second) empties its next partition.
+        await rotate_ready(conn)
         return PassResult(counts={"promoted": promoted}, more=more)

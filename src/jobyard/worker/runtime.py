@@ -127,6 +127,8 @@ class Worker:
         self.queue_refs: list[QueueRef] = []
         self._queue_ids: set[QueueId] = set()
         self._queues_read_at = -1e9
+        # When this process last tried to empty a job_ready partition (claim.rotate_ready).
+        self._rotated_at = -1e9
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
         # monotonic() by which a drain must have ended (set by request_drain).
@@ -357,6 +359,12 @@ class Worker:
 
     async def _claim_round(self) -> None:
         assert self._pool is not None
+        if monotonic() - self._rotated_at >= claim.ROTATE_EVERY_S:
+            # Workers rotate the ready set too, so a cluster without a scheduler stays flat; the
+            # database elects one rotation at a time, and a no-op costs one short statement.
+            self._rotated_at = monotonic()
+            async with self._pool.connection() as conn:
+                await claim.rotate_ready(conn)
         free = self._free_slots()
         if free <= 0:
             self._saturated = True

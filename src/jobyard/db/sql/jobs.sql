@@ -167,28 +167,38 @@ WITH queue AS MATERIALIZED (
     WHERE q.id = %(queue_id)s AND NOT q.is_paused
       AND (q.max_concurrency IS NULL OR %(limited)s)
 ), suspect AS MATERIALIZED (
-    -- jobs_suspect_idx: holds only queued suspects, so this costs nothing when there are none.
-    -- LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the Limit
-    -- node then reads no row at all.
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = %(queue_id)s AND j.status = 'queued' AND j.suspect
+    -- job_ready_suspect_idx: holds only queued suspects, so this costs nothing when there are
+    -- none. LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the
+    -- Limit node then reads no row at all. The jobs row is locked as in picked.
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = %(queue_id)s AND r.suspect
       AND EXISTS (SELECT 1 FROM queue)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
-    -- The partial claim index supplies this order, so LIMIT stops after n rows;
-    -- MATERIALIZED keeps the planner from re-running the limited subquery.
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = %(queue_id)s
-      AND j.status = 'queued'
-      AND NOT j.suspect
+    -- The claimable jobs come from job_ready (migration 0012), not from jobs: its dead rows are
+    -- truncated away every few seconds, so a held snapshot cannot make this walk grow. Its
+    -- claim index supplies this order, so LIMIT stops after n rows; MATERIALIZED keeps the
+    -- planner from re-running the limited subquery.
+    -- Each candidate's jobs row is locked (SKIP LOCKED) and re-checked by key in a filter on
+    -- the ordered scan: a job some session holds (an operator's SELECT ... FOR UPDATE, a cancel
+    -- in flight, another claim) is passed over for the next one, never waited for, and only a
+    -- job still queued is taken. A join instead would plan a hash join or a sort whenever the
+    -- ready set is small.
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = %(queue_id)s
+      AND NOT r.suspect
       AND EXISTS (SELECT 1 FROM queue)
       AND NOT EXISTS (SELECT 1 FROM suspect)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -205,7 +215,9 @@ WITH queue AS MATERIALIZED (
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
         updated_at = coalesce(%(now)s, statement_timestamp())
-    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked.
+    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked
+    -- (rows come back in id order). The rows were locked above while still queued; a status
+    -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
@@ -214,12 +226,17 @@ WITH queue AS MATERIALIZED (
 SELECT claimed.*, false AS suspect_waiting FROM claimed
 UNION ALL
 -- One row of NULLs (typed by the outer join) flags a suspect waiting for a worker that holds
--- nothing; jobs_suspect_idx answers it without touching the queue's other jobs.
+-- nothing; job_ready_suspect_idx answers it without touching the queue's other jobs.
 SELECT c.*, true AS suspect_waiting
 FROM (SELECT) AS one LEFT JOIN claimed c ON false
 WHERE NOT %(solo)s
-  AND EXISTS (SELECT 1 FROM jobs s
-              WHERE s.queue_id = %(queue_id)s AND s.status = 'queued' AND s.suspect)
+  AND EXISTS (SELECT 1 FROM job_ready s WHERE s.queue_id = %(queue_id)s AND s.suspect)
+
+-- name: job_claim_rotate_ready
+-- Empty the ready partition that becomes current next (its live rows moved, then TRUNCATE):
+-- 'clean', 'busy', 'locked' (gave up after wait_ms: retry later) or 'rotated' (migration 0012).
+-- explain: {"wait_ms": 20}
+SELECT job_ready_rotate(%(wait_ms)s) AS outcome
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).

@@ -1,0 +1,216 @@
+"""Rotation of job_ready (migration 0012): a drained partition is emptied by TRUNCATE while a
+snapshot is held, it never waits behind a reader, and no job is lost or claimed twice across it.
+
+See docs/DATABASE.md ("The ready set") for the design and docs/TESTING.md ("Ready set") for what
+these tests caught with the mechanism broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobyard.core import claim, enqueue, transitions
+from jobyard.db.pool import Conn, connect
+from jobyard.domain.ids import ProjectId, QueueId, WorkerId
+from jobyard.domain.models import QueueRef
+from jobyard.domain.schemas import BatchCreate, BatchItem
+from tests.concurrency.test_claim_exactly_once import GATE_KEY, _logs, _spawn
+from tests.factories import make_queue, make_worker
+
+pytestmark = pytest.mark.xdist_group("claim-race")
+
+PARTITIONS = ("job_ready_0", "job_ready_1", "job_ready_2")
+# Three and a half periods of job_ready_slot (two seconds each): every partition is current once.
+CHURN_S = 7.0
+
+
+def _ref(queue: dict[str, Any]) -> QueueRef:
+    return QueueRef(
+        id=QueueId(queue["id"]),
+        name=queue["name"],
+        priority=0,
+        is_paused=False,
+        max_concurrency=None,
+    )
+
+
+async def _enqueue(conn: Conn, queue: dict[str, Any], n: int) -> list[int]:
+    result = await enqueue.enqueue_batch(
+        conn,
+        ProjectId(queue["project_id"]),
+        BatchCreate(queue=queue["name"], jobs=[BatchItem(handler="noop") for _ in range(n)]),
+    )
+    return list(result.job_ids)
+
+
+async def _sizes(conn: Conn) -> dict[str, int]:
+    row = await (
+        await conn.execute(
+            "SELECT pg_relation_size('job_ready_0') AS job_ready_0,"
+            " pg_relation_size('job_ready_1') AS job_ready_1,"
+            " pg_relation_size('job_ready_2') AS job_ready_2"
+        )
+    ).fetchone()
+    assert row is not None
+    return {k: int(v) for k, v in row.items()}
+
+
+async def test_rotation_empties_drained_partitions_while_an_xid_is_held(
+    db_url: str, conn: Conn
+) -> None:
+    queue = await make_queue(conn)
+    worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
+    ref = _ref(queue)
+    # Jobs of another queue that nobody claims: live rows every rotation must move along.
+    idle = await make_queue(conn, project_id=queue["project_id"])
+    residents = set(await _enqueue(conn, idle, 5))
+    holder = await connect(db_url)  # not autocommit: its transaction stays open
+    try:
+        await holder.execute("SELECT txid_current()")
+        outcomes: Counter[str] = Counter()
+        emptied: set[str] = set()
+        rounds = 0
+        deadline = time.monotonic() + CHURN_S
+        while time.monotonic() < deadline:
+            ids = await _enqueue(conn, queue, 100)
+            got = await claim.claim_batch(conn, ref, worker, 100, lease_s=30, start=True)
+            # The claim keeps finding every job, rotation or not.
+            assert sorted(j.id for j in got) == sorted(ids)
+            assert len(await transitions.complete_many(conn, got)) == 100
+            before = await _sizes(conn)
+            outcome = await claim.rotate_ready(conn)
+            outcomes[outcome] += 1
+            if outcome == "rotated":
+                after = await _sizes(conn)
+                # The partition that held dead rows is empty on disk now, snapshot or not.
+                freed = {p for p in PARTITIONS if before[p] > 0 and after[p] == 0}
+                assert freed, (before, after)
+                emptied |= freed
+            rounds += 1
+            await asyncio.sleep(0.05)
+        held = await (
+            await conn.execute(
+                "SELECT backend_xid IS NOT NULL AS held FROM pg_stat_activity WHERE pid = %s",
+                (holder.info.backend_pid,),
+            )
+        ).fetchone()
+        assert held == {"held": True}
+        assert outcomes["rotated"] >= 2, outcomes
+        assert len(emptied) >= 2, emptied
+        left = await (await conn.execute("SELECT job_id FROM job_ready")).fetchall()
+        assert {r["job_id"] for r in left} == residents
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
+async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_on(
+    db_url: str, conn: Conn
+) -> None:
+    queue = await make_queue(conn)
+    worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
+    ids = await _enqueue(conn, queue, 3)
+    # Dead space in every partition, so whichever is next has something to free.
+    for slot, part in enumerate(PARTITIONS):
+        await conn.execute(
+            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
+        )
+        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
+    reader = await connect(db_url)
+    strict = await connect(db_url, autocommit=True)
+    plain = await connect(db_url, autocommit=True)
+    try:
+        await strict.execute("SET lock_timeout = '300ms'")
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await reader.execute("SELECT count(*) FROM job_ready")  # ACCESS SHARE on each partition
+        # On a connection with no lock_timeout of its own: the rotation must bring its own.
+        assert await asyncio.wait_for(claim.rotate_ready(plain), 10) == "locked"
+        # The rotation gave up instead of queueing an exclusive lock that claims would wait on.
+        waiting = await (
+            await conn.execute(
+                "SELECT count(*) AS n FROM pg_locks WHERE NOT granted"
+                " AND relation = ANY (ARRAY['job_ready_0', 'job_ready_1', 'job_ready_2']"
+                "::regclass[])"
+            )
+        ).fetchone()
+        assert waiting == {"n": 0}
+        got = await claim.claim_batch(strict, _ref(queue), worker, 10, lease_s=30, start=True)
+        assert sorted(j.id for j in got) == sorted(ids)
+        await reader.rollback()
+        assert await claim.rotate_ready(strict) == "rotated"
+    finally:
+        await reader.close()
+        await strict.close()
+        await plain.close()
+
+
+async def test_no_job_is_lost_or_claimed_twice_across_rotations(
+    db_url: str, conn: Conn, tmp_path: Path
+) -> None:
+    """Three claim loops in their own processes race while this process rotates as often as it
+    can and another session holds an XID."""
+    queue = await make_queue(conn, name="race")
+    jobs = 6000
+    all_ids = set(await _enqueue(conn, queue, jobs))
+    gate = await connect(db_url, autocommit=True)
+    holder = await connect(db_url)
+    rotator = await connect(db_url, autocommit=True)
+    procs = []
+    outcomes: Counter[str] = Counter()
+    try:
+        await holder.execute("SELECT txid_current()")
+        await gate.execute("SELECT pg_advisory_lock(%s)", (GATE_KEY,))
+        spawned = [_spawn(db_url, queue, tmp_path, i, (0.5, 2.0)) for i in range(3)]
+        procs = [p for p, _ in spawned]
+        deadline = time.monotonic() + 90
+        while True:
+            row = await (
+                await gate.execute(
+                    "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND NOT granted AND objid = %s",
+                    (GATE_KEY,),
+                )
+            ).fetchone()
+            if row and row["n"] == 3:
+                break
+            assert all(p.poll() is None for p in procs), _logs(tmp_path)
+            assert time.monotonic() < deadline, _logs(tmp_path)
+            await asyncio.sleep(0.05)
+        await gate.execute("SELECT pg_advisory_unlock(%s)", (GATE_KEY,))
+        while any(p.poll() is None for p in procs):
+            outcomes[await claim.rotate_ready(rotator, wait_ms=5)] += 1
+            await asyncio.sleep(0.02)
+        assert [p.wait() for p in procs] == [0, 0, 0], _logs(tmp_path)
+        reports = [json.loads(out.read_text(encoding="utf-8")) for _, out in spawned]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        await holder.rollback()
+        await holder.close()
+        await rotator.close()
+        await gate.close()
+    assert [e for r in reports for e in r["errors"]] == []
+    claimed = Counter(i for r in reports for c in r["calls"] for i in c["ids"])
+    assert [i for i, times in claimed.items() if times > 1] == [], "claimed twice"
+    left = {
+        r["id"]
+        for r in await (
+            await conn.execute("SELECT id FROM jobs WHERE status = 'queued' ORDER BY id")
+        ).fetchall()
+    }
+    # Every job was claimed once or is still claimable; none vanished with a partition.
+    assert set(claimed) | left == all_ids and not set(claimed) & left
+    ready = {
+        r["job_id"] for r in await (await conn.execute("SELECT job_id FROM job_ready")).fetchall()
+    }
+    assert ready == left
+    assert outcomes["rotated"] >= 1, outcomes
