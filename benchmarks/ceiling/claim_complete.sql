@@ -7,8 +7,9 @@
 --      drain), its rows folded into two arrays for \gset;
 --   2. the completion, as `job_complete_many` in the same file (results all SQL NULL, as a
 --      no-op handler's None is sent).
--- KEEP IN STEP with those two queries: when the claim or the completion changes (e.g. the claim
--- moving to a job_ready table), copy the new text here, parameters renamed as below.
+-- KEEP IN STEP with those two queries: when the claim or the completion changes, copy the new
+-- text here, parameters renamed as below. The claim reads job_ready (migration 0012); pgbench
+-- does not rotate its partitions as workers do, so autovacuum alone clears their dead rows here.
 -- Variables (pgbench -D): queue_id, n, first_worker (client k runs as worker first_worker + k,
 -- pgbench's :client_id, so each client is its own worker as each process is).
 \set worker_id :first_worker + :client_id
@@ -17,31 +18,35 @@ WITH queue AS MATERIALIZED (
     WHERE q.id = :queue_id AND NOT q.is_paused
       AND (q.max_concurrency IS NULL OR false)
 ), suspect AS MATERIALIZED (
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = :queue_id AND j.status = 'queued' AND j.suspect
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = :queue_id AND r.suspect
       AND EXISTS (SELECT 1 FROM queue)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN false THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
-    SELECT j.id
-    FROM jobs j
-    WHERE j.queue_id = :queue_id
-      AND j.status = 'queued'
-      AND NOT j.suspect
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = :queue_id
+      AND NOT r.suspect
       AND EXISTS (SELECT 1 FROM queue)
       AND NOT EXISTS (SELECT 1 FROM suspect)
-    ORDER BY j.priority DESC NULLS FIRST, j.run_at, j.id
-    FOR UPDATE OF j SKIP LOCKED
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
     LIMIT :n
 ), claimed AS (
     UPDATE jobs j
-    SET status = 'running'::job_status,
+    SET status = CASE WHEN true THEN 'running'::job_status ELSE 'claimed'::job_status END,
         worker_id = :worker_id,
         claimed_at = statement_timestamp(),
-        started_at = statement_timestamp(),
-        lock_expires_at = statement_timestamp() + make_interval(secs => 30.0),
+        started_at = CASE WHEN true THEN statement_timestamp() END,
+        lock_expires_at = statement_timestamp()
+                          + make_interval(secs => 30.0),
         attempt = j.attempt + 1,
         execution_seq = j.execution_seq + 1,
         updated_at = statement_timestamp()
@@ -55,8 +60,7 @@ WITH queue AS MATERIALIZED (
     SELECT c.*, true AS suspect_waiting
     FROM (SELECT) AS one LEFT JOIN claimed c ON false
     WHERE NOT false
-      AND EXISTS (SELECT 1 FROM jobs s
-                  WHERE s.queue_id = :queue_id AND s.status = 'queued' AND s.suspect)
+      AND EXISTS (SELECT 1 FROM job_ready s WHERE s.queue_id = :queue_id AND s.suspect)
 )
 SELECT coalesce(array_agg(id) FILTER (WHERE NOT suspect_waiting), '{}') AS ids,
        coalesce(array_agg(execution_seq) FILTER (WHERE NOT suspect_waiting), '{}') AS seqs
