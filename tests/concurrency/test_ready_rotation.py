@@ -50,6 +50,11 @@ async def _enqueue(conn: Conn, queue: dict[str, Any], n: int) -> list[int]:
     return list(result.job_ids)
 
 
+async def _slots_filled(conn: Conn) -> int:
+    row = await (await conn.execute("SELECT count(DISTINCT slot) AS n FROM job_ready")).fetchone()
+    return int(row["n"]) if row else 0
+
+
 async def _sizes(conn: Conn) -> dict[str, int]:
     row = await (
         await conn.execute(
@@ -158,7 +163,13 @@ async def test_no_job_is_lost_or_claimed_twice_across_rotations(
     can and another session holds an XID."""
     queue = await make_queue(conn, name="race")
     jobs = 6000
-    all_ids = set(await _enqueue(conn, queue, jobs))
+    # Enqueued over several two-second periods until every partition holds rows: whichever
+    # partition is next when the race starts has rows to move and truncate, so rotations happen
+    # however fast the claimers drain (all at once, a fast host finished before one was due).
+    all_ids: set[int] = set()
+    while len(all_ids) < jobs or await _slots_filled(conn) < 3:
+        all_ids |= set(await _enqueue(conn, queue, 500))
+        await asyncio.sleep(0.5)
     gate = await connect(db_url, autocommit=True)
     holder = await connect(db_url)
     rotator = await connect(db_url, autocommit=True)
