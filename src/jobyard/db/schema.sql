@@ -781,30 +781,30 @@ CREATE TABLE public.job_ready (
 PARTITION BY LIST (slot);
 
 CREATE TABLE public.job_ready_0 (
-    slot smallint CONSTRAINT job_ready_slot_not_null NOT NULL,
-    job_id bigint CONSTRAINT job_ready_job_id_not_null NOT NULL,
-    queue_id bigint CONSTRAINT job_ready_queue_id_not_null NOT NULL,
-    priority integer CONSTRAINT job_ready_priority_not_null NOT NULL,
-    run_at timestamp with time zone CONSTRAINT job_ready_run_at_not_null NOT NULL,
-    suspect boolean CONSTRAINT job_ready_suspect_not_null NOT NULL
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue_id bigint NOT NULL,
+    priority integer NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    suspect boolean NOT NULL
 );
 
 CREATE TABLE public.job_ready_1 (
-    slot smallint CONSTRAINT job_ready_slot_not_null NOT NULL,
-    job_id bigint CONSTRAINT job_ready_job_id_not_null NOT NULL,
-    queue_id bigint CONSTRAINT job_ready_queue_id_not_null NOT NULL,
-    priority integer CONSTRAINT job_ready_priority_not_null NOT NULL,
-    run_at timestamp with time zone CONSTRAINT job_ready_run_at_not_null NOT NULL,
-    suspect boolean CONSTRAINT job_ready_suspect_not_null NOT NULL
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue_id bigint NOT NULL,
+    priority integer NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    suspect boolean NOT NULL
 );
 
 CREATE TABLE public.job_ready_2 (
-    slot smallint CONSTRAINT job_ready_slot_not_null NOT NULL,
-    job_id bigint CONSTRAINT job_ready_job_id_not_null NOT NULL,
-    queue_id bigint CONSTRAINT job_ready_queue_id_not_null NOT NULL,
-    priority integer CONSTRAINT job_ready_priority_not_null NOT NULL,
-    run_at timestamp with time zone CONSTRAINT job_ready_run_at_not_null NOT NULL,
-    suspect boolean CONSTRAINT job_ready_suspect_not_null NOT NULL
+    slot smallint NOT NULL,
+    job_id bigint NOT NULL,
+    queue_id bigint NOT NULL,
+    priority integer NOT NULL,
+    run_at timestamp with time zone NOT NULL,
+    suspect boolean NOT NULL
 );
 
 CREATE TABLE public.jobs (
