@@ -1,7 +1,8 @@
 """Scheduler replicas as real processes (`python -m jobyard scheduler`), no leader election.
 
 * Three replicas for 30 s against an every-second schedule: exactly one job per second, no
-  duplicate fire time, no gap.
+  duplicate fire time, no gap but the seconds a stalled host slept through (rule 8 coalesces
+  a missed period into one fire).
 * A replica whose Python clock is an hour fast changes nothing: due-ness and lease expiry are
   the database clock's.
 """
@@ -103,6 +104,11 @@ async def _stop(procs: list[asyncio.subprocess.Process]) -> list[int | None]:
     return codes
 
 
+def _next_whole_second(t: datetime) -> datetime:
+    """The first whole second strictly after `t` (what "* * * * * *" fires next)."""
+    return t.replace(microsecond=0) + timedelta(seconds=1)
+
+
 def _cron_fires(log: Path) -> int:
     fired = 0
     for line in log.read_text(errors="replace").splitlines():
@@ -143,20 +149,31 @@ async def test_three_replicas_fire_an_every_second_schedule_exactly_once_per_sec
     )
     fire_times: list[datetime] = [j["run_at"] for j in jobs]
     duplicates = [t for t, n in Counter(fire_times).items() if n > 1]
+    # Engine rule 8 coalesces a missed period into one fire: the fire after `a` is the first
+    # whole second strictly after max(a, the database now that fired a) — created_at is that
+    # now. On an idle host that is always a + 1 s; a host stalled past a second (seen in CI at
+    # load 4) legitimately skips the seconds it slept through, and nothing else may.
+    expected_next = {
+        j["run_at"]: _next_whole_second(max(j["run_at"], j["created_at"])) for j in jobs
+    }
     gaps = [
         (a.isoformat(), (b - a).total_seconds())
         for a, b in itertools.pairwise(fire_times)
-        if b - a != timedelta(seconds=1)
+        if b != expected_next[a]
     ]
+    coalesced = sum(
+        round((b - a).total_seconds()) - 1 for a, b in itertools.pairwise(fire_times)
+    )
     lateness = [(j["created_at"] - j["run_at"]).total_seconds() for j in jobs]
     per_replica = [_cron_fires(log) for log in logs]
     print(
         f"\n{len(jobs)} fires in {RUN_S:.0f}s by {REPLICAS} replicas; per replica {per_replica}; "
-        f"lateness max {max(lateness):.3f}s median {sorted(lateness)[len(lateness) // 2]:.3f}s"
+        f"lateness max {max(lateness):.3f}s median {sorted(lateness)[len(lateness) // 2]:.3f}s; "
+        f"{coalesced} seconds coalesced"
     )
     assert duplicates == []
-    assert gaps == []  # consecutive fire times are exactly one second apart
-    assert len(jobs) >= RUN_S - 3  # start-up of the first fire and shutdown slack only
+    assert gaps == []  # each fire follows the one before it exactly as rule 8 says
+    assert len(jobs) + coalesced >= RUN_S - 3  # start-up of the first fire and shutdown slack
     assert all(t.microsecond == 0 for t in fire_times)
     assert [j["idempotency_key"] for j in jobs] == [
         idempotency_key(schedule["id"], t) for t in fire_times

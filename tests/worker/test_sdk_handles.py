@@ -190,7 +190,9 @@ async def test_run_until_idle_runs_retries_that_fall_due_and_stops_when_nothing_
     app = App(project=PROJECT, database_url=db_url)
     calls: list[int] = []
 
-    @app.task(retry={"backoff": "fixed", "base_delay_ms": 10, "jitter": False}, max_attempts=3)
+    # A 300 ms backoff: each retry is not due yet when the failed run ends, so only the
+    # due_within window keeps run_until_idle from stopping before it (the CI flake at 10 ms).
+    @app.task(retry={"backoff": "fixed", "base_delay_ms": 300, "jitter": False}, max_attempts=3)
     async def flaky(ctx: JobContext) -> str:
         calls.append(ctx.attempt)
         if ctx.attempt < 3:
@@ -208,6 +210,9 @@ async def test_run_until_idle_runs_retries_that_fall_due_and_stops_when_nothing_
     assert await job_status(conn, job.id) == "done"
     assert await job_status(conn, other.id) == "queued"  # another queue: not drained
     assert await app.run_until_idle() == {"succeeded": 1}
+    later = await elsewhere.defer(delay=30)  # due after the window: not waited for
+    assert await app.run_until_idle() == {}
+    assert await job_status(conn, later.id) == "scheduled"
 
 
 async def test_run_until_idle_gives_up_after_its_timeout(db_url: str) -> None:

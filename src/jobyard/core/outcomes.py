@@ -31,10 +31,18 @@ async def enqueued_jobs(
     )
 
 
-async def runnable_count(conn: Conn, project_id: ProjectId, queues: list[str]) -> int:
-    """Jobs of `queues` that are running or due to run now (paused queues' jobs excluded)."""
+async def runnable_count(
+    conn: Conn, project_id: ProjectId, queues: list[str], *, due_within_s: float = 0.0
+) -> int:
+    """Jobs of `queues` running or due within `due_within_s` (paused queues' jobs excluded).
+
+    The window is what lets a caller wait for a retry whose short backoff has not elapsed
+    yet: checked the instant after the failure, that retry is not due *now*.
+    """
     row = await run.one(
-        conn, "read_jobs_unfinished_count", {"project_id": project_id, "queues": queues}
+        conn,
+        "read_jobs_unfinished_count",
+        {"project_id": project_id, "queues": queues, "due_within_s": float(due_within_s)},
     )
     assert row is not None
     return int(row["n"])

@@ -606,12 +606,14 @@ class App:
         *,
         timeout: float = 60.0,  # noqa: ASYNC109 - a whole run, not one await
         concurrency: int = 4,
+        due_within: float = 1.0,
     ) -> dict[str, int]:
         """Run this app's queued jobs in-process with a real worker until none is left.
 
         For tests and scripts: the worker claims, runs, retries and records exactly as
-        `jobyard worker` does. Jobs due later (a delay, a retry's backoff) are not waited for;
-        due retries are promoted and run. Returns the count of runs per outcome.
+        `jobyard worker` does. Jobs due within `due_within` seconds (a short retry backoff)
+        are waited for, promoted and run; jobs due later (a longer delay or backoff) are not.
+        Returns the count of runs per outcome.
         Raises ResultTimeout if jobs are still running or due after `timeout` seconds.
         """
         # Imported here: the runtime imports this module's neighbours, not the other way.
@@ -648,7 +650,9 @@ class App:
                         raise ConfigurationError("the in-process worker stopped unexpectedly")
                     if worker.ready.is_set() and not worker.running:
                         await maintenance.promote_due(conn)
-                        left = await outcomes.runnable_count(conn, worker.project_id, names)
+                        left = await outcomes.runnable_count(
+                            conn, worker.project_id, names, due_within_s=due_within
+                        )
                         if left == 0 and not worker.running:
                             break
                         worker.wake()
@@ -665,9 +669,15 @@ class App:
                 await task
         return dict(worker.outcomes)
 
-    async def drain(self, queue: str, *, timeout: float = 60.0) -> dict[str, int]:  # noqa: ASYNC109
+    async def drain(
+        self,
+        queue: str,
+        *,
+        timeout: float = 60.0,  # noqa: ASYNC109 - a whole run, not one await
+        due_within: float = 1.0,
+    ) -> dict[str, int]:
         """`run_until_idle` for one queue."""
-        return await self.run_until_idle([queue], timeout=timeout)
+        return await self.run_until_idle([queue], timeout=timeout, due_within=due_within)
 
 
 def _run_sync(coro: Coroutine[Any, Any, _T], what: str) -> _T:

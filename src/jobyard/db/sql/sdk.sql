@@ -29,11 +29,14 @@ ORDER BY j.id
 LIMIT %(limit)s
 
 -- name: read_jobs_unfinished_count
--- Jobs of the given queues that a worker could still run now (testing: run_until_idle).
--- explain: {"queues": ["default"]}
+-- Jobs of the given queues that a worker is running or could run within due_within_s
+-- (testing: run_until_idle waits that long for a short retry backoff).
+-- explain: {"queues": ["default"], "due_within_s": 1.0}
 SELECT count(*) AS n
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s AND q.name = ANY (%(queues)s::text[])
   AND (j.status IN ('claimed', 'running')
-       OR (j.status IN ('queued', 'scheduled') AND j.run_at <= now() AND NOT q.is_paused))
+       OR (j.status IN ('queued', 'scheduled')
+           AND j.run_at <= now() + make_interval(secs => %(due_within_s)s::float8)
+           AND NOT q.is_paused))
