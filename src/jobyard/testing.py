@@ -121,6 +121,12 @@ async def assert_enqueued(task: Task, /, **payload: Any) -> EnqueuedJob:
     )
 
 
-async def drain(app: App, queue: str, *, timeout: float = 60.0) -> dict[str, int]:  # noqa: ASYNC109
+async def drain(
+    app: App,
+    queue: str,
+    *,
+    timeout: float = 60.0,  # noqa: ASYNC109 - a whole run, not one await
+    due_within: float = 1.0,
+) -> dict[str, int]:
     """Run `queue`'s jobs with a real in-process worker until none is due; runs per outcome."""
-    return await app.drain(queue, timeout=timeout)
+    return await app.drain(queue, timeout=timeout, due_within=due_within)
