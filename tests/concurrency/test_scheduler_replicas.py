@@ -161,9 +161,7 @@ async def test_three_replicas_fire_an_every_second_schedule_exactly_once_per_sec
         for a, b in itertools.pairwise(fire_times)
         if b != expected_next[a]
     ]
-    coalesced = sum(
-        round((b - a).total_seconds()) - 1 for a, b in itertools.pairwise(fire_times)
-    )
+    coalesced = sum(round((b - a).total_seconds()) - 1 for a, b in itertools.pairwise(fire_times))
     lateness = [(j["created_at"] - j["run_at"]).total_seconds() for j in jobs]
     per_replica = [_cron_fires(log) for log in logs]
     print(
