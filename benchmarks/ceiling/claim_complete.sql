@@ -72,7 +72,7 @@ WITH finished AS (
     FROM unnest(:ids::bigint[], :seqs::int[],
                 array_fill(NULL::jsonb, ARRAY[cardinality(:ids::bigint[])])) AS t(id, seq, result)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = :worker_id
-      AND j.status = 'running'
+      AND j.status::text = 'running'
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at
 ), recorded AS (
     INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,

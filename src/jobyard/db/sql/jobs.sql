@@ -262,7 +262,7 @@ UPDATE jobs j
 SET status = 'running', started_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
 FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
 WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
-  AND j.status = 'claimed'
+  AND j.status::text = 'claimed'
 RETURNING j.id
 
 -- name: job_complete_many
@@ -274,7 +274,12 @@ WITH finished AS (
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
-      AND j.status = 'running'
+      -- status::text, here and in every write by job id: compared as an enum, the status
+      -- lets the planner scan jobs_held_idx or jobs_project_status_idx instead of the key.
+      -- Statistics call running jobs rare, but under a held xmin those indexes keep every
+      -- job that has run since: a 10-minute hold made this a 20,000-buffer scan and stalled
+      -- the workers (docs/DATABASE.md, tests/db/test_hot_path_plans.py).
+      AND j.status::text = 'running'
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at
 ), recorded AS (
     -- The run's one row, written now that its outcome is known (only for rows the fenced
@@ -299,7 +304,7 @@ FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 LEFT JOIN retry_policies p ON p.id = coalesce(j.retry_policy_id, q.retry_policy_id)
 WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
-  AND j.status IN ('claimed', 'running')
+  AND j.status::text IN ('claimed', 'running')
 
 -- name: job_fail
 -- running → scheduled (retry at run_at) or dead_letter, fenced; records the finished run; copies
@@ -310,7 +315,7 @@ WITH held AS MATERIALIZED (
     SELECT j.id, j.worker_id, coalesce(j.started_at, j.claimed_at) AS started_at
     FROM jobs j
     WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
     FOR UPDATE
 ), failed AS (
     UPDATE jobs j
@@ -325,7 +330,7 @@ WITH held AS MATERIALIZED (
         updated_at = coalesce(%(now)s, now())
     FROM held h
     WHERE j.id = h.id AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
     RETURNING j.*, h.worker_id AS run_worker_id, h.started_at AS run_started_at
 ), recorded AS (
     INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome, started_at,
@@ -354,7 +359,7 @@ WITH held AS MATERIALIZED (
     SELECT j.id, j.execution_seq, j.attempt, coalesce(j.started_at, j.claimed_at) AS started_at
     FROM jobs j, unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
     FOR UPDATE OF j
 ), released AS (
     UPDATE jobs j
@@ -363,7 +368,7 @@ WITH held AS MATERIALIZED (
         updated_at = coalesce(%(now)s, now())
     FROM held h
     WHERE j.id = h.id AND j.execution_seq = h.execution_seq AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
     RETURNING j.id, j.execution_seq, j.queue_id, h.attempt, h.started_at
 ), recorded AS (
     INSERT INTO job_executions (job_id, execution_seq, attempt, worker_id, outcome,
@@ -393,7 +398,7 @@ WITH requested AS (
     UPDATE jobs
     SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s, now())),
         updated_at = coalesce(%(now)s, now())
-    WHERE id = %(job_id)s AND project_id = %(project_id)s AND status IN ('claimed', 'running')
+    WHERE id = %(job_id)s AND project_id = %(project_id)s AND status::text IN ('claimed', 'running')
     RETURNING *
 )
 SELECT requested.*, (SELECT count(pg_notify('jobyard_cancel', r.id::text || ':' || r.worker_id::text))
@@ -408,7 +413,7 @@ WITH cancelled AS (
     SET status = 'cancelled', lock_expires_at = NULL, finished_at = coalesce(%(now)s, now()),
         updated_at = coalesce(%(now)s, now())
     WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id,
               coalesce(j.started_at, j.claimed_at) AS started_at
 ), recorded AS (
@@ -428,5 +433,5 @@ INSERT INTO job_logs (job_id, execution_seq, level, message, fields)
 SELECT j.id, j.execution_seq, %(level)s, %(message)s, %(fields)s
 FROM jobs j
 WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
-  AND j.status IN ('claimed', 'running')
+  AND j.status::text IN ('claimed', 'running')
 RETURNING id

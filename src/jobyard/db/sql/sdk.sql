@@ -4,7 +4,7 @@
 UPDATE jobs
 SET progress = %(fraction)s, progress_message = %(message)s, progress_at = now()
 WHERE id = %(id)s AND execution_seq = %(seq)s AND worker_id = %(worker_id)s
-  AND status IN ('claimed', 'running')
+  AND status::text IN ('claimed', 'running')  -- ::text: by key, see job_complete_many
 RETURNING id
 
 -- name: read_job_outcome

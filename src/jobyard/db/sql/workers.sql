@@ -23,7 +23,7 @@ WITH alive AS (
     SET lock_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_s)s)
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')  -- ::text: by key, see job_complete_many
     RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 SELECT (SELECT count(*) FROM alive) AS alive,

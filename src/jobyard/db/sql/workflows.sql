@@ -38,7 +38,9 @@ WITH requested AS (
     UPDATE jobs
     SET cancel_requested_at = coalesce(cancel_requested_at, coalesce(%(now)s, now())),
         updated_at = coalesce(%(now)s, now())
-    WHERE project_id = %(project_id)s AND id = ANY(%(ids)s::bigint[]) AND status IN ('claimed', 'running')
+    -- ::text: by key, see job_complete_many
+    WHERE project_id = %(project_id)s AND id = ANY(%(ids)s::bigint[])
+      AND status::text IN ('claimed', 'running')
     RETURNING id, worker_id
 )
 SELECT r.id, pg_notify('jobyard_cancel', r.id::text || ':' || r.worker_id::text) AS notified

@@ -1,0 +1,164 @@
+"""A worker's writes by job id reach `jobs` through its primary key, even under a held horizon.
+
+The 10-minute pressure run (docs/BENCHMARKS.md) stalled after eight minutes of a held xmin: the
+completion's plan had turned into a full scan of `jobs_held_idx` (the partial index of claimed
+and running jobs). Statistics said one job was running, so that index looked like a few pages;
+under the held horizon it was every job that had run since, all dead, 20,000 buffers a call.
+This builds that state on purpose — jobs that went running → done while another session holds
+the horizon, then ANALYZE — and EXPLAINs each by-id statement of the worker's path, with the
+plan the planner picks for given values and with its generic plan (what psycopg's prepared
+statements run after five calls). Plans and buffers, never timings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from psycopg import ClientCursor
+from psycopg.types.json import Jsonb
+
+from jobyard.db.pool import SyncConn, connect_sync
+from jobyard.db.queries import sql
+
+pytestmark = pytest.mark.xdist_group("explain")
+
+# Jobs that went running → done under the held horizon: their entries in jobs_held_idx are dead
+# and cannot be removed. Enough that a scan of them is ~100× a handful of key lookups.
+PASSED_THROUGH = 20_000
+HELD = 10
+# A lookup of HELD jobs by key reads a few pages each (index and heap, plus the statement's
+# own inserts and triggers); a scan of the dead entries reads thousands.
+MAX_BUFFERS = 600
+
+
+def _nodes(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
+
+
+@pytest.fixture(scope="module")
+def bloated(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    from jobyard.db import testing
+
+    url = testing.create_clone(pg_admin_url, pg_template)
+    holder = connect_sync(url)
+    try:
+        with connect_sync(url, autocommit=True) as conn:
+            ids = conn.execute(
+                """WITH o AS (INSERT INTO organizations (name, slug) VALUES ('h', 'h') RETURNING id),
+                        p AS (INSERT INTO projects (org_id, name, slug)
+                              SELECT id, 'h', 'h' FROM o RETURNING id),
+                        q AS (INSERT INTO queues (project_id, name) SELECT id, 'q' FROM p
+                              RETURNING id, project_id)
+                   INSERT INTO workers (project_id, name, concurrency)
+                   SELECT project_id, 'w', 10 FROM q RETURNING id, project_id,
+                          (SELECT id FROM q) AS queue_id"""
+            ).fetchone()
+            assert ids is not None
+            holder.execute("SELECT txid_current()")  # holds the horizon from here on
+            running = """INSERT INTO jobs (project_id, queue_id, handler, payload, status,
+                                           run_at, worker_id, attempt, execution_seq,
+                                           claimed_at, started_at, lock_expires_at)
+                         SELECT %(p)s, %(q)s, 'h', '{}', 'running', now(), %(w)s, 1, 1,
+                                now(), now(), now() + interval '1 hour'
+                         FROM generate_series(1, %(n)s)"""
+            params = {"p": ids["project_id"], "q": ids["queue_id"], "w": ids["id"]}
+            conn.execute(running, {**params, "n": PASSED_THROUGH})  # type: ignore[arg-type]
+            conn.execute(
+                "UPDATE jobs SET status = 'done', finished_at = now(), lock_expires_at = NULL"
+            )
+            conn.execute(running, {**params, "n": HELD})  # type: ignore[arg-type]
+            conn.execute("ANALYZE jobs")
+            held = conn.execute(
+                "SELECT array_agg(id ORDER BY id) AS ids FROM jobs WHERE status = 'running'"
+            ).fetchone()
+            assert held is not None
+        yield url, {**params, "ids": held["ids"]}
+    finally:
+        holder.close()
+        testing.drop_database(pg_admin_url, url)
+
+
+def _cases(f: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    ids, one = f["ids"], f["ids"][0]
+    seqs = [1] * len(ids)
+    fenced = {"worker_id": f["w"], "now": None}
+    return [
+        ("job_complete_many", {**fenced, "ids": ids, "seqs": seqs,
+                               "results": [Jsonb(None)] * len(ids)}),
+        ("job_start_many", {**fenced, "ids": ids, "seqs": seqs}),
+        ("job_release_many", {**fenced, "ids": ids, "seqs": seqs}),
+        ("lease_extend", {**fenced, "ids": ids, "seqs": seqs, "lease_s": 30.0,
+                          "draining": False, "capacity": 10}),
+        ("job_progress_set", {"worker_id": f["w"], "id": one, "seq": 1, "fraction": 0.5,
+                              "message": None}),
+        ("job_log_append", {"worker_id": f["w"], "id": one, "seq": 1, "level": "info",
+                            "message": "m", "fields": Jsonb({})}),
+        ("job_retry_context", {"worker_id": f["w"], "id": one, "seq": 1}),
+    ]  # fmt: skip
+
+
+def _explain(conn: SyncConn, name: str, params: Mapping[str, Any], generic: bool) -> Any:
+    text = sql(name)
+    with conn.transaction(force_rollback=True):
+        if generic:
+            # The plan a driver's prepared call runs: psycopg prepares the statement (typed
+            # parameters), and EXPLAIN EXECUTE runs that prepared statement's generic plan.
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(text, params, prepare=True)
+            found = conn.execute(
+                "SELECT name FROM pg_prepared_statements ORDER BY prepare_time DESC LIMIT 1"
+            ).fetchone()
+            assert found is not None
+            values = _in_order(text, params)
+            # Values inlined as literals (a client-side cursor): EXECUTE's arguments take the
+            # prepared statement's parameter types, which server-side $n could not tell it.
+            with ClientCursor(conn) as cur:
+                cur.execute(
+                    f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE {found['name']}("
+                    + ", ".join(["%s"] * len(values))
+                    + ")",
+                    values,
+                )
+                row = cur.fetchone()
+        else:
+            row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + text, params).fetchone()
+    assert row is not None
+    plan = row["QUERY PLAN"]
+    return (json.loads(plan) if isinstance(plan, str) else plan)[0]
+
+
+def _in_order(text: str, params: Mapping[str, Any]) -> list[Any]:
+    """The values of `%(name)s` placeholders in first-use order (psycopg's $n order)."""
+    order: list[str] = []
+    for key in re.findall(r"%\((\w+)\)s", text):
+        if key not in order:
+            order.append(key)
+    return [params[k] for k in order]
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("name", [c[0] for c in _cases({"ids": [0], "w": 0})])
+def test_a_by_id_write_reads_jobs_by_key_not_the_dead_held_entries(
+    bloated: tuple[str, dict[str, Any]], name: str, generic: bool
+) -> None:
+    url, fixture = bloated
+    params = dict(_cases(fixture))[name]
+    with connect_sync(url) as conn:
+        explained = _explain(conn, name, params, generic)
+    scans = [
+        (n.get("Node Type"), n.get("Index Name"))
+        for n in _nodes(explained["Plan"])
+        if n.get("Relation Name") == "jobs" and "Scan" in str(n.get("Node Type"))
+    ]
+    assert ("Index Scan", "jobs_held_idx") not in scans, scans
+    assert all(index == "jobs_pkey" for _, index in scans), scans
+    buffers = explained["Plan"].get("Shared Hit Blocks", 0) + explained["Plan"].get(
+        "Shared Read Blocks", 0
+    )
+    assert buffers <= MAX_BUFFERS, (buffers, scans)
