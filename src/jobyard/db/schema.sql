@@ -1436,7 +1436,7 @@ CREATE INDEX job_ready_2_job_idx ON public.job_ready_2 USING btree (job_id);
 
 CREATE INDEX job_ready_2_suspect_idx ON public.job_ready_2 USING btree (queue_id, priority DESC, run_at, job_id) WHERE suspect;
 
-CREATE INDEX jobs_batch_idx ON public.jobs USING btree (batch_id, status) WHERE (batch_id IS NOT NULL);
+CREATE INDEX jobs_batch_idx ON public.jobs USING btree (batch_id) WHERE (batch_id IS NOT NULL);
 
 CREATE INDEX jobs_fingerprint_idx ON public.jobs USING btree (project_id, error_fingerprint, id DESC) WHERE (error_fingerprint IS NOT NULL);
 
