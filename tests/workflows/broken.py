@@ -8,7 +8,7 @@ import importlib
 
 from jobyard.db.pool import Conn
 
-_MIGRATION = "jobyard.db.migrations.versions.2026_12_03_1200_0008_workflows"
+_MIGRATION = "jobyard.db.migrations.versions.2026_12_03_1800_0013_batch_counts_on_read"
 
 _BROKEN_LOOP = """    FOR b IN
         SELECT jb.id, jb.project_id, jb.size, jb.callbacks, jb.completed_at,
@@ -25,9 +25,8 @@ _BROKEN_LOOP = """    FOR b IN
 
 def broken_function() -> str:
     source: str = importlib.import_module(_MIGRATION).UPGRADE
-    start = source.index("CREATE FUNCTION jobs_final_effects()")
-    end = source.index("CREATE TRIGGER jobs_final_effects")
-    body = source[start:end].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+    start = source.index("CREATE OR REPLACE FUNCTION jobs_final_effects()")
+    body = source[start:]
     loop_start = body.index("    FOR b IN\n")
     loop_end = body.index("    LOOP\n", loop_start) + len("    LOOP\n")
     return body[:loop_start] + _BROKEN_LOOP + body[loop_end:]

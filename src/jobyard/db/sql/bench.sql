@@ -82,7 +82,7 @@ SELECT b.size, b.done, cardinality(b.callback_job_ids) AS callbacks,
                            WHERE e.job_id = ANY (b.callback_job_ids))
                           - (SELECT max(j.finished_at) FROM jobs j WHERE j.batch_id = b.id)) * 1000
            AS ms
-FROM job_batches b WHERE b.id = %(batch_id)s
+FROM job_batch_progress b WHERE b.id = %(batch_id)s
 
 -- name: bench_job_done
 -- Whether the given jobs are all done.

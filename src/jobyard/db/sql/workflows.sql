@@ -1,5 +1,6 @@
 -- name: batch_cancel_pending
--- Cancel the batch's jobs that no worker holds yet; the trigger counts them on the batch row.
+-- Cancel the batch's jobs that no worker holds yet (the trigger counts them on the row of a
+-- batch with callbacks; job_batch_progress counts them for one without).
 -- explain: {"batch_id": 1, "reason": "batch cancelled"}
 UPDATE jobs
 SET status = 'cancelled', finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now()),
@@ -90,12 +91,13 @@ WHERE d.job_id = %(job_id)s AND p.project_id = %(project_id)s
 ORDER BY p.id
 
 -- name: read_batch_get
--- One batch with its counters (kept by the jobs_final_effects trigger).
+-- One batch with its counts: the row's counters for a batch with callbacks (kept by the
+-- jobs_final_effects trigger), a count of its jobs for one without (job_batch_progress, 0013).
 -- explain: {"batch_id": 1}
 SELECT b.id, b.project_id, q.name AS queue, b.size, b.done, b.failed, b.cancelled,
        b.size - b.done - b.failed - b.cancelled AS pending, b.callbacks, b.completed_at,
        b.callback_job_ids, b.created_at
-FROM job_batches b JOIN queues q ON q.id = b.queue_id
+FROM job_batch_progress b JOIN queues q ON q.id = b.queue_id
 WHERE b.id = %(batch_id)s AND b.project_id = %(project_id)s
 
 -- name: read_job_in_workflow
