@@ -156,6 +156,31 @@ async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_o
         await plain.close()
 
 
+async def test_a_partition_with_a_backlog_is_left_alone_instead_of_copied_under_the_lock(
+    conn: Conn,
+) -> None:
+    # 2,001 live ready rows in every partition (ids no job has): whichever is next is crowded.
+    for slot, part in enumerate(PARTITIONS):
+        await conn.execute(
+            f"INSERT INTO {part} SELECT {slot}, -g, -1, 0, now(), false"  # type: ignore[arg-type]
+            " FROM generate_series(1, 2001) g"
+        )
+    before = await _sizes(conn)
+    # Copying 2,001 rows would hold every claim behind the exclusive lock: not done (0015).
+    assert await claim.rotate_ready(conn) == "crowded"
+    assert await _sizes(conn) == before
+    counts = await (
+        await conn.execute("SELECT slot, count(*) AS n FROM job_ready GROUP BY slot ORDER BY slot")
+    ).fetchall()
+    assert [r["n"] for r in counts] == [2001, 2001, 2001]
+    # Drained to the cap, a partition is rotated again, its live rows copied, none lost.
+    for part in PARTITIONS:
+        await conn.execute(f"DELETE FROM {part} WHERE job_id = -2001")  # type: ignore[arg-type]
+    assert await claim.rotate_ready(conn) == "rotated"
+    total = await (await conn.execute("SELECT count(*) AS n FROM job_ready")).fetchone()
+    assert total == {"n": 6000}
+
+
 async def test_no_job_is_lost_or_claimed_twice_across_rotations(
     db_url: str, conn: Conn, tmp_path: Path
 ) -> None:

@@ -129,9 +129,11 @@ ROTATE_EVERY_S = 1.0
 async def rotate_ready(conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS) -> str:
     """Empty the job_ready partition that becomes current next (migration 0012).
 
-    Returns 'clean' (nothing to free), 'busy' (another session rotates), 'locked' (a session
-    holds the partition; tried again on the next call) or 'rotated'. Cheap when there is
-    nothing to do, so every worker and the scheduler call it about once a second.
+    Returns 'clean' (nothing to free), 'crowded' (a backlog: more than 2,000 live rows would
+    be copied under the lock, so the partition waits until claims drain it; migration 0015),
+    'busy' (another session rotates), 'locked' (a session holds the partition; tried again on
+    the next call) or 'rotated'. Cheap when there is nothing to do, so every worker and the
+    scheduler call it about once a second.
     """
     row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms})
     return str(row["outcome"]) if row else "clean"
