@@ -265,8 +265,17 @@ async def test_each_job_is_claimed_by_exactly_one_of_16_racing_processes(
     ).fetchall()
     expected = {r["id"] for r in rows}
     assert set(ids) == expected and len(expected) == jobs
-    starved = [r["index"] for r in race.reports if not any(c["ids"] for c in r["calls"])]
-    assert not starved, f"processes that got no work: {starved}"
+    # Every loop took part in the race: none that was claiming while work was left came away
+    # empty. A loop the host did not schedule until the last job was handed out (16 processes
+    # on 2 cores, seen at load 16) is late, not starved.
+    last_handed_out = max(c["at"] + c["ms"] / 1000 for c in race.calls if c["ids"])
+    starved = [
+        r["index"]
+        for r in race.reports
+        if not any(c["ids"] for c in r["calls"])
+        and min((c["at"] for c in r["calls"]), default=last_handed_out) < last_handed_out
+    ]
+    assert not starved, f"processes that got no work while work was left: {starved}"
     assert all(r["not_started"] == 0 and r["not_completed"] == 0 for r in race.reports)
     assert state == {
         "jobs": jobs,
