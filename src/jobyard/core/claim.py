@@ -207,6 +207,9 @@ class ClaimMode:
         self.full_every_s = full_every_s
         self.slack_s = slack_s
         self.degraded = False
+        # Claims chosen in the current (or last) degraded spell, for the log line that ends it.
+        self.positioned_claims = 0
+        self.full_claims = 0
         self._rotated_ok_at = now
         self._positions: dict[QueueId, ClaimPosition] = {}
         self._full_at: dict[QueueId, float] = {}
@@ -221,6 +224,7 @@ class ClaimMode:
             return None
         if not self.degraded and now - self._rotated_ok_at > self.blocked_after_s:
             self.degraded = True
+            self.positioned_claims = self.full_claims = 0
             # The first claim of each queue in degraded mode is positioned, the next full one
             # comes full_every_s later.
             self._full_at = dict.fromkeys(self._positions, now)
@@ -233,7 +237,9 @@ class ClaimMode:
         position = self._positions.get(queue_id)
         if position is None or now - self._full_at.get(queue_id, -1e18) >= self.full_every_s:
             self._full_at[queue_id] = now
+            self.full_claims += 1
             return None
+        self.positioned_claims += 1
         return position.lowered(self.slack_s)
 
     def claimed(self, queue_id: QueueId, position: ClaimPosition | None) -> None:

@@ -130,7 +130,12 @@ class Worker:
         # When this process last tried to empty a job_ready partition (claim.rotate_ready).
         self._rotated_at = -1e9
         # Normal claims, or claims past a position while the rotation is blocked.
-        self._claim_mode = claim.ClaimMode(now=monotonic())
+        self._claim_mode = claim.ClaimMode(
+            blocked_after_s=claim.POSITION_AFTER_BLOCKED_S,
+            full_every_s=claim.FULL_CLAIM_EVERY_S,
+            slack_s=claim.POSITION_SLACK_S,
+            now=monotonic(),
+        )
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
         # monotonic() by which a drain must have ended (set by request_drain).
@@ -430,7 +435,11 @@ class Worker:
                 full_claim_every_s=self._claim_mode.full_every_s,
             )
         elif change == "left":
-            log.info("claim position off: job_ready rotates again")
+            log.info(
+                "claim position off: job_ready rotates again",
+                positioned_claims=self._claim_mode.positioned_claims,
+                full_claims=self._claim_mode.full_claims,
+            )
 
     # ------------------------------------------------------------------ execute
     #
