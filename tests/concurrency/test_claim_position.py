@@ -218,6 +218,7 @@ async def test_positioned_claim_does_not_walk_the_dead_prefix(db_url: str, conn:
                 await _claim_buffers(conn, "job_claim_batch_after", ref, worker, after)
             )
         assert await claim.rotate_ready(conn) == "locked"
+        print(f"\npicking buffers, full {full}, positioned {positioned}")
         # The full claim walks every dead entry (index leaf pages and the heap pages of their
         # rows): about 15 buffers per 1,000 dead rows, so 150 more over the two steps.
         assert full[2] - full[0] >= 100, full
