@@ -10,6 +10,8 @@
 -- KEEP IN STEP with those two queries: when the claim or the completion changes, copy the new
 -- text here, parameters renamed as below. The claim reads job_ready (migration 0012); pgbench
 -- does not rotate its partitions as workers do, so autovacuum alone clears their dead rows here.
+-- The positioned claim (`job_claim_batch_after`, migration 0014) is not measured here: workers
+-- use it only while a reader blocks the rotation.
 -- Variables (pgbench -D): queue_id, n, first_worker (client k runs as worker first_worker + k,
 -- pgbench's :client_id, so each client is its own worker as each process is).
 \set worker_id :first_worker + :client_id
@@ -53,7 +55,7 @@ WITH queue AS MATERIALIZED (
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
-              j.suspect
+              j.suspect, j.run_at
 ), answer AS (
     SELECT claimed.*, false AS suspect_waiting FROM claimed
     UNION ALL

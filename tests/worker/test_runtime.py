@@ -565,3 +565,62 @@ async def test_a_suspect_runs_alone_while_other_work_flows_around_it(
 
 async def _all_done(conn: Conn, n: int) -> bool:
     return bool(await scalar(conn, "SELECT count(*) = %s FROM jobs WHERE status = 'done'", n))
+
+
+async def test_a_worker_claims_past_its_position_behind_a_reader_and_loses_no_job(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Degraded mode after 1 s of blocked rotation, a full claim every second (docs/DATABASE.md,
+    # "Claim position"); tests/concurrency/test_claim_position.py has the statement-level cases.
+    monkeypatch.setattr(claim, "POSITION_AFTER_BLOCKED_S", 1.0)
+    monkeypatch.setattr(claim, "FULL_CLAIM_EVERY_S", 1.0)
+    app = App(project=PROJECT, database_url=db_url)
+    first = await app.defer("noop")  # creates project and queue
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    for slot in range(3):  # dead space in every partition: the rotation must take its lock
+        await conn.execute(
+            f"INSERT INTO job_ready_{slot} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
+        )
+        await conn.execute(f"DELETE FROM job_ready_{slot} WHERE job_id = -1")  # type: ignore[arg-type]
+    reader = await connect(db_url)
+    await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    await reader.execute("SELECT count(*) FROM job_ready")
+    ids = [first.id]
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    try:
+        async with running_worker(db_url, app, concurrency=10) as worker:
+            deadline = time.monotonic() + 4.0
+            while time.monotonic() < deadline:
+                result = await enqueue_batch(
+                    conn,
+                    project,
+                    BatchCreate(queue="default", jobs=[BatchItem(handler="noop")] * 20),
+                )
+                ids += result.job_ids
+                await asyncio.sleep(0.1)
+            # A higher priority than anything claimed, late: behind every position.
+            urgent = await app.defer("noop", priority=10)
+            ids.append(urgent.id)
+            await eventually(lambda: _count_done(conn, len(ids)), timeout=60, interval=0.1)
+            mode = worker._claim_mode
+            assert mode.degraded
+            assert mode.positioned_claims > 0 and mode.full_claims > 0
+            await reader.rollback()
+            # The reader gone, the rotation works again and the worker claims normally.
+            await eventually(lambda: _not_degraded(worker), timeout=10, interval=0.1)
+        runs = await rows(
+            conn,
+            "SELECT job_id, count(*) AS n FROM job_executions GROUP BY job_id HAVING count(*) > 1",
+        )
+        assert runs == []
+        assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'") == len(ids)
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("claim position on" in m for m in messages), messages
+        assert any("claim position off" in m for m in messages), messages
+    finally:
+        await reader.rollback()
+        await reader.close()
+
+
+async def _not_degraded(worker: Any) -> bool:
+    return not worker._claim_mode.degraded

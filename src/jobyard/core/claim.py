@@ -10,8 +10,8 @@ ready rows never pile up, whatever snapshot another session holds (docs/DATABASE
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
 from jobyard.core.clock import sql_now
 from jobyard.db import run
@@ -20,13 +20,29 @@ from jobyard.domain.ids import ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, QueueRef
 
 
+class ClaimPosition(NamedTuple):
+    """A row's place in claim order as one ascending key: (-priority, run_at, job_id), the order
+    of job_ready_after_idx (migration 0014). `priority DESC, run_at, id` is the same order."""
+
+    npriority: int
+    run_at: datetime
+    job_id: int
+
+    def lowered(self, slack_s: float) -> ClaimPosition:
+        """The position moved back by `slack_s` of run_at (to the first job of that instant), so
+        a claim from it also takes a job whose enqueue committed a little after a later one's."""
+        return ClaimPosition(self.npriority, self.run_at - timedelta(seconds=slack_s), 0)
+
+
 @dataclass(frozen=True)
 class Claim:
     """What one claim statement gave: the jobs, and whether a suspect waits for a worker that
-    holds nothing (only reported to a claim made without `solo`)."""
+    holds nothing (only reported to a claim made without `solo`). `position` is the claim key of
+    the last job taken in claim order (not a suspect), None when none was."""
 
     jobs: list[ClaimedJob]
     suspect_waiting: bool = False
+    position: ClaimPosition | None = None
 
 
 async def claim_batch(
@@ -57,11 +73,18 @@ async def claim(
     lease_s: float,
     start: bool = False,
     solo: bool = False,
+    after: ClaimPosition | None = None,
     now: datetime | None = None,
 ) -> Claim:
     """claim_batch for a worker. `solo` says the worker holds nothing (and will claim nothing
     else while a suspect runs): then the claim takes one suspect, alone, if the queue has one,
     and otherwise up to n jobs as usual.
+
+    With `after`, only jobs whose claim key is greater than that position are taken
+    (`job_claim_batch_after`): the claim then starts its index scan there instead of walking the
+    dead entries before it, which a blocked rotation cannot free. Jobs at or below the position
+    are not seen; the caller must claim without `after` now and then to take them (the worker's
+    degraded mode, docs/DATABASE.md "Claim position").
 
     `queue` may be stale (workers cache settings): the statement re-reads pause and limit, and
     a limit the cache did not know about makes it claim nothing until re-read under the lock.
@@ -78,9 +101,15 @@ async def claim(
         "limited": queue.max_concurrency is not None,
         "now": sql_now(now),
     }
+    name = "job_claim_batch"
+    if after is not None:
+        name = "job_claim_batch_after"
+        params["after_npriority"] = after.npriority
+        params["after_run_at"] = after.run_at
+        params["after_job_id"] = after.job_id
     if queue.max_concurrency is None:
         # No limit: no queue lock, claims on this queue stay fully parallel.
-        return _parse(await run.all_rows(conn, "job_claim_batch", params))
+        return _parse(await run.all_rows(conn, name, params))
     async with conn.transaction():
         # Lock first, count in the next statement: in READ COMMITTED a statement's snapshot is
         # taken when it starts, so a count in the locking statement could miss claims committed
@@ -90,15 +119,20 @@ async def claim(
         room = int(room_row["room"]) if room_row else 0
         if room <= 0:
             return Claim([])
-        rows = await run.all_rows(conn, "job_claim_batch", {**params, "n": room})
+        rows = await run.all_rows(conn, name, {**params, "n": room})
     return _parse(rows)
 
 
 def _parse(rows: list[dict[str, Any]]) -> Claim:
     # The statement's last row, all NULLs, is the "a suspect waits" flag, not a job.
-    if rows and rows[-1]["suspect_waiting"]:
-        return Claim([ClaimedJob.from_row(r) for r in rows[:-1]], suspect_waiting=True)
-    return Claim([ClaimedJob.from_row(r) for r in rows])
+    waiting = bool(rows) and bool(rows[-1]["suspect_waiting"])
+    if waiting:
+        rows = rows[:-1]
+    position = max(
+        (ClaimPosition(-r["priority"], r["run_at"], r["id"]) for r in rows if not r["suspect"]),
+        default=None,
+    )
+    return Claim([ClaimedJob.from_row(r) for r in rows], suspect_waiting=waiting, position=position)
 
 
 async def queues_by_names(conn: Conn, project_id: ProjectId, names: list[str]) -> list[QueueRef]:
@@ -137,3 +171,82 @@ async def rotate_ready(conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS) -> str:
     """
     row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms})
     return str(row["outcome"]) if row else "clean"
+
+
+# Degraded mode (docs/DATABASE.md "Claim position"): when no rotation has succeeded for this
+# long, some session holds the ready set (a long REPEATABLE READ reader) and its dead rows pile
+# up; a worker then claims past its claim position. Each partition needs a rotation every six
+# seconds, and a working rotation answers 'rotated' or 'clean' at least every two.
+POSITION_AFTER_BLOCKED_S = 5.0
+# In degraded mode, a worker's claim of a queue ignores its position once this often, so jobs
+# that entered the ready set behind it (a higher priority, an earlier run_at, a row that was
+# locked) wait at most this long. Such a claim walks the whole dead prefix.
+FULL_CLAIM_EVERY_S = 5.0
+# A positioned claim starts this much run_at before the position: a job whose enqueue committed
+# shortly after a later job was claimed (concurrent enqueues commit out of run_at order) is still
+# taken at once, for the walk of the dead rows of that quarter second (about 200 entries a claim
+# at 800 jobs/s; 1 s cost 800, measured in the readers cell, docs/DATABASE.md).
+POSITION_SLACK_S = 0.25
+
+
+class ClaimMode:
+    """One worker's choice between the normal claim and the positioned one (degraded mode).
+
+    `rotated(outcome)` is told every rotation result; `after(queue_id, now)` says from where to
+    claim a queue (None: a normal, full claim); `claimed(queue_id, position)` records the
+    position of the last job taken. Positions are kept in normal mode too, so the first claim of
+    degraded mode already skips the dead prefix.
+    """
+
+    def __init__(
+        self,
+        *,
+        blocked_after_s: float = POSITION_AFTER_BLOCKED_S,
+        full_every_s: float = FULL_CLAIM_EVERY_S,
+        slack_s: float = POSITION_SLACK_S,
+        now: float = 0.0,
+    ) -> None:
+        self.blocked_after_s = blocked_after_s
+        self.full_every_s = full_every_s
+        self.slack_s = slack_s
+        self.degraded = False
+        # Claims chosen in the current (or last) degraded spell, for the log line that ends it.
+        self.positioned_claims = 0
+        self.full_claims = 0
+        self._rotated_ok_at = now
+        self._positions: dict[QueueId, ClaimPosition] = {}
+        self._full_at: dict[QueueId, float] = {}
+
+    def rotated(self, outcome: str, now: float) -> str | None:
+        """Record a rotation result; returns 'entered' or 'left' when the mode changes."""
+        if outcome in ("rotated", "clean"):
+            self._rotated_ok_at = now
+            if self.degraded:
+                self.degraded = False
+                return "left"
+            return None
+        if not self.degraded and now - self._rotated_ok_at > self.blocked_after_s:
+            self.degraded = True
+            self.positioned_claims = self.full_claims = 0
+            # The first claim of each queue in degraded mode is positioned, the next full one
+            # comes full_every_s later.
+            self._full_at = dict.fromkeys(self._positions, now)
+            return "entered"
+        return None
+
+    def after(self, queue_id: QueueId, now: float) -> ClaimPosition | None:
+        if not self.degraded:
+            return None
+        position = self._positions.get(queue_id)
+        if position is None or now - self._full_at.get(queue_id, -1e18) >= self.full_every_s:
+            self._full_at[queue_id] = now
+            self.full_claims += 1
+            return None
+        self.positioned_claims += 1
+        return position.lowered(self.slack_s)
+
+    def claimed(self, queue_id: QueueId, position: ClaimPosition | None) -> None:
+        # The last job taken, also after a full claim: one that found jobs behind the position
+        # moves it back to them, so a burst of them is worked through by positioned claims.
+        if position is not None:
+            self._positions[queue_id] = position

@@ -1417,6 +1417,10 @@ CREATE INDEX job_executions_worker_idx ON public.job_executions USING btree (wor
 
 CREATE INDEX job_logs_job_idx ON public.job_logs USING btree (job_id, id);
 
+CREATE INDEX job_ready_after_idx ON ONLY public.job_ready USING btree (queue_id, ((- priority)), run_at, job_id);
+
+CREATE INDEX job_ready_0_after_idx ON public.job_ready_0 USING btree (queue_id, ((- priority)), run_at, job_id);
+
 CREATE INDEX job_ready_claim_idx ON ONLY public.job_ready USING btree (queue_id, priority DESC, run_at, job_id);
 
 CREATE INDEX job_ready_0_claim_idx ON public.job_ready_0 USING btree (queue_id, priority DESC, run_at, job_id);
@@ -1429,11 +1433,15 @@ CREATE INDEX job_ready_suspect_idx ON ONLY public.job_ready USING btree (queue_i
 
 CREATE INDEX job_ready_0_suspect_idx ON public.job_ready_0 USING btree (queue_id, priority DESC, run_at, job_id) WHERE suspect;
 
+CREATE INDEX job_ready_1_after_idx ON public.job_ready_1 USING btree (queue_id, ((- priority)), run_at, job_id);
+
 CREATE INDEX job_ready_1_claim_idx ON public.job_ready_1 USING btree (queue_id, priority DESC, run_at, job_id);
 
 CREATE INDEX job_ready_1_job_idx ON public.job_ready_1 USING btree (job_id);
 
 CREATE INDEX job_ready_1_suspect_idx ON public.job_ready_1 USING btree (queue_id, priority DESC, run_at, job_id) WHERE suspect;
+
+CREATE INDEX job_ready_2_after_idx ON public.job_ready_2 USING btree (queue_id, ((- priority)), run_at, job_id);
 
 CREATE INDEX job_ready_2_claim_idx ON public.job_ready_2 USING btree (queue_id, priority DESC, run_at, job_id);
 
@@ -1487,17 +1495,23 @@ CREATE INDEX workers_live_heartbeat_idx ON public.workers USING btree (last_hear
 
 CREATE INDEX workers_project_idx ON public.workers USING btree (project_id, id);
 
+ALTER INDEX public.job_ready_after_idx ATTACH PARTITION public.job_ready_0_after_idx;
+
 ALTER INDEX public.job_ready_claim_idx ATTACH PARTITION public.job_ready_0_claim_idx;
 
 ALTER INDEX public.job_ready_job_idx ATTACH PARTITION public.job_ready_0_job_idx;
 
 ALTER INDEX public.job_ready_suspect_idx ATTACH PARTITION public.job_ready_0_suspect_idx;
 
+ALTER INDEX public.job_ready_after_idx ATTACH PARTITION public.job_ready_1_after_idx;
+
 ALTER INDEX public.job_ready_claim_idx ATTACH PARTITION public.job_ready_1_claim_idx;
 
 ALTER INDEX public.job_ready_job_idx ATTACH PARTITION public.job_ready_1_job_idx;
 
 ALTER INDEX public.job_ready_suspect_idx ATTACH PARTITION public.job_ready_1_suspect_idx;
+
+ALTER INDEX public.job_ready_after_idx ATTACH PARTITION public.job_ready_2_after_idx;
 
 ALTER INDEX public.job_ready_claim_idx ATTACH PARTITION public.job_ready_2_claim_idx;
 

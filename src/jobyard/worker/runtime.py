@@ -129,6 +129,13 @@ class Worker:
         self._queues_read_at = -1e9
         # When this process last tried to empty a job_ready partition (claim.rotate_ready).
         self._rotated_at = -1e9
+        # Normal claims, or claims past a position while the rotation is blocked.
+        self._claim_mode = claim.ClaimMode(
+            blocked_after_s=claim.POSITION_AFTER_BLOCKED_S,
+            full_every_s=claim.FULL_CLAIM_EVERY_S,
+            slack_s=claim.POSITION_SLACK_S,
+            now=monotonic(),
+        )
         self._wake = asyncio.Event()
         self._drain_requested = asyncio.Event()
         # monotonic() by which a drain must have ended (set by request_drain).
@@ -364,7 +371,8 @@ class Worker:
             # database elects one rotation at a time, and a no-op costs one short statement.
             self._rotated_at = monotonic()
             async with self._pool.connection() as conn:
-                await claim.rotate_ready(conn)
+                outcome = await claim.rotate_ready(conn)
+            self._note_rotation(outcome)
         free = self._free_slots()
         if free <= 0:
             self._saturated = True
@@ -390,7 +398,9 @@ class Worker:
                     lease_s=self.config.lease_s,
                     start=True,
                     solo=solo,
+                    after=self._claim_mode.after(queue.id, monotonic()),
                 )
+                self._claim_mode.claimed(queue.id, got.position)
                 for job in got.jobs:
                     self._dispatch(job, queue.name)
                     if job.suspect:
@@ -413,6 +423,23 @@ class Worker:
             # A claim with solo took the suspect, or found none left: room made.
             self._make_room = False
         self._saturated = free <= 0
+
+    def _note_rotation(self, outcome: str) -> None:
+        change = self._claim_mode.rotated(outcome, monotonic())
+        if change == "entered":
+            # A session holds job_ready (e.g. a long REPEATABLE READ reader): its dead rows
+            # cannot be freed, so claims start past the last job claimed (docs/DATABASE.md).
+            log.warning(
+                "claim position on: job_ready rotation blocked",
+                blocked_s=self._claim_mode.blocked_after_s,
+                full_claim_every_s=self._claim_mode.full_every_s,
+            )
+        elif change == "left":
+            log.info(
+                "claim position off: job_ready rotates again",
+                positioned_claims=self._claim_mode.positioned_claims,
+                full_claims=self._claim_mode.full_claims,
+            )
 
     # ------------------------------------------------------------------ execute
     #

@@ -219,9 +219,89 @@ WITH queue AS MATERIALIZED (
     -- (rows come back in id order). The rows were locked above while still queued; a status
     -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
+    -- run_at (with priority and id) is the claim position of the last job claimed.
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
               j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
-              j.suspect
+              j.suspect, j.run_at
+)
+SELECT claimed.*, false AS suspect_waiting FROM claimed
+UNION ALL
+-- One row of NULLs (typed by the outer join) flags a suspect waiting for a worker that holds
+-- nothing; job_ready_suspect_idx answers it without touching the queue's other jobs.
+SELECT c.*, true AS suspect_waiting
+FROM (SELECT) AS one LEFT JOIN claimed c ON false
+WHERE NOT %(solo)s
+  AND EXISTS (SELECT 1 FROM job_ready s WHERE s.queue_id = %(queue_id)s AND s.suspect)
+
+-- name: job_claim_batch_after
+-- job_claim_batch past a claim position: only ready rows whose claim key (-priority, run_at,
+-- job_id) is greater than (after_npriority, after_run_at, after_job_id), read from
+-- job_ready_after_idx as one index range. A worker uses it only while the rotation is blocked
+-- (a reader holds job_ready), so the dead rows of claimed jobs below the position, which nothing
+-- can free then, are not walked by every claim; rows that entered below it (a higher priority,
+-- an earlier run_at, a row skipped while locked) are left to the worker's periodic full claim
+-- (job_claim_batch), see docs/DATABASE.md "Claim position". Otherwise the same statement.
+-- explain: {"n": 10, "lease_s": 30.0, "start": true, "solo": false, "limited": false, "after_npriority": -1000, "after_run_at": "2000-01-01T00:00:00+00:00", "after_job_id": 0}
+WITH queue AS MATERIALIZED (
+    -- Read here, not from the worker's cache, so a pause or a new limit holds from the next
+    -- claim on: a queue with max_concurrency is claimed only under its lock (limited).
+    SELECT q.id FROM queues q
+    WHERE q.id = %(queue_id)s AND NOT q.is_paused
+      AND (q.max_concurrency IS NULL OR %(limited)s)
+), suspect AS MATERIALIZED (
+    -- job_ready_suspect_idx: holds only queued suspects, so this costs nothing when there are
+    -- none. LIMIT 0 without solo (not a false WHERE, which would plan a sort of nothing): the
+    -- Limit node then reads no row at all. The jobs row is locked as in picked.
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = %(queue_id)s AND r.suspect
+      AND EXISTS (SELECT 1 FROM queue)
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
+    LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
+), picked AS MATERIALIZED (
+    -- As in job_claim_batch (locks, filters, LIMIT), in the same order, from the position on.
+    SELECT r.job_id AS id
+    FROM job_ready r
+    WHERE r.queue_id = %(queue_id)s
+      -- One row comparison in the order of job_ready_after_idx (all ascending): the scan
+      -- starts at the position instead of walking the dead entries before it.
+      AND (- r.priority, r.run_at, r.job_id)
+          > (%(after_npriority)s::integer, %(after_run_at)s::timestamptz,
+             %(after_job_id)s::bigint)
+      AND NOT r.suspect
+      AND EXISTS (SELECT 1 FROM queue)
+      AND NOT EXISTS (SELECT 1 FROM suspect)
+      AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
+                  FOR UPDATE OF j SKIP LOCKED)
+    ORDER BY - r.priority, r.run_at, r.job_id
+    FOR UPDATE OF r SKIP LOCKED
+    LIMIT %(n)s
+), claimed AS (
+    -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
+    -- Claim and start in one UPDATE: a separate start was a second statement and a second
+    -- non-HOT version of every row (about 14 µs a job of the 75 µs the server spent, and its
+    -- own transaction with the claim in the worker); see docs/BENCHMARKS.md.
+    UPDATE jobs j
+    SET status = CASE WHEN %(start)s THEN 'running'::job_status ELSE 'claimed'::job_status END,
+        worker_id = %(worker_id)s,
+        claimed_at = coalesce(%(now)s, statement_timestamp()),
+        started_at = CASE WHEN %(start)s THEN coalesce(%(now)s, statement_timestamp()) END,
+        lock_expires_at = coalesce(%(now)s, statement_timestamp())
+                          + make_interval(secs => %(lease_s)s),
+        attempt = j.attempt + 1,
+        execution_seq = j.execution_seq + 1,
+        updated_at = coalesce(%(now)s, statement_timestamp())
+    -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked
+    -- (rows come back in id order). The rows were locked above while still queued; a status
+    -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
+    WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
+    -- run_at (with priority and id) is the claim position of the last job claimed.
+    RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
+              j.max_attempts, j.execution_seq, j.timeout_ms, j.lock_expires_at, j.worker_id,
+              j.suspect, j.run_at
 )
 SELECT claimed.*, false AS suspect_waiting FROM claimed
 UNION ALL

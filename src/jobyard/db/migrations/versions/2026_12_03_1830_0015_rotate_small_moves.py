@@ -15,7 +15,7 @@ the index's killed entries keep them cheap meanwhile, as for any table. The copy
 lock is therefore bounded (a few milliseconds), whatever the backlog.
 
 Revision ID: 0015
-Revises: 0013
+Revises: 0014
 Create Date: 2026-12-03 18:30
 """
 
@@ -26,7 +26,7 @@ import importlib
 from alembic import op
 
 revision = "0015"
-down_revision = "0013"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,114 @@
+"""The worker's claim mode: normal claims while job_ready rotates, claims past a position (and a
+full claim every few seconds) while the rotation stays blocked (docs/DATABASE.md, "Claim
+position"). Pure logic on a virtual clock; tests/concurrency/test_claim_position.py runs it
+against PostgreSQL with a reader holding the ready set."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from jobyard.core.claim import ClaimMode, ClaimPosition, _parse
+from jobyard.domain.ids import QueueId
+
+Q = QueueId(1)
+R = QueueId(2)
+T0 = datetime(2026, 12, 3, 18, 0, tzinfo=UTC)
+
+
+def _pos(job_id: int, npriority: int = 0, seconds: float = 0.0) -> ClaimPosition:
+    return ClaimPosition(npriority, T0 + timedelta(seconds=seconds), job_id)
+
+
+def test_normal_mode_never_positions_but_keeps_the_position() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    mode.claimed(Q, _pos(10))
+    for t in range(0, 20):
+        assert mode.rotated("rotated" if t % 2 else "clean", float(t)) is None
+        assert mode.after(Q, float(t)) is None
+    assert not mode.degraded
+
+
+def test_blocked_rotation_enters_after_the_delay_and_a_working_one_leaves_at_once() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    mode.claimed(Q, _pos(10))
+    # 'busy' (another session rotates) and 'locked' alike: no success for 5 s.
+    assert mode.rotated("busy", 2.0) is None
+    assert mode.rotated("locked", 5.0) is None
+    assert mode.rotated("locked", 5.5) == "entered"
+    assert mode.degraded
+    assert mode.rotated("locked", 6.5) is None
+    assert mode.rotated("rotated", 7.0) == "left"
+    assert mode.after(Q, 7.0) is None
+    # The timer starts again from the last success.
+    assert mode.rotated("locked", 11.0) is None
+    assert mode.rotated("locked", 12.5) == "entered"
+
+
+def test_degraded_mode_claims_past_the_position_with_a_full_claim_every_period() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    mode.claimed(Q, _pos(10, seconds=30))
+    assert mode.rotated("locked", 6.0) == "entered"
+    # First claim of degraded mode: positioned, lowered by the slack (to the instant's first id).
+    assert mode.after(Q, 6.0) == ClaimPosition(0, T0 + timedelta(seconds=29), 0)
+    kinds = []
+    for step in range(1, 21):
+        now = 6.0 + step * 0.5
+        after = mode.after(Q, now)
+        kinds.append(after is None)
+        mode.claimed(Q, _pos(10 + step, seconds=30 + step))
+    # A full claim every 5 s of the virtual clock (at 11.0 and 16.0), positioned otherwise.
+    assert [6.0 + (i + 1) * 0.5 for i, full in enumerate(kinds) if full] == [11.0, 16.0]
+    # The position follows the last job claimed, full claims included.
+    assert mode.after(Q, 16.5) == ClaimPosition(0, T0 + timedelta(seconds=49), 0)
+
+
+def test_a_queue_without_a_position_gets_full_claims() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    assert mode.rotated("locked", 6.0) == "entered"
+    assert mode.after(R, 6.0) is None
+    # A claim that took nothing leaves no position: still full claims.
+    mode.claimed(R, None)
+    assert mode.after(R, 6.5) is None
+    mode.claimed(R, _pos(3))
+    assert mode.after(R, 7.0) is not None
+
+
+def test_a_full_claim_that_found_stragglers_moves_the_position_back_to_them() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=0, now=0)
+    mode.claimed(Q, _pos(500, seconds=100))
+    assert mode.rotated("locked", 6.0) == "entered"
+    assert mode.after(Q, 11.0) is None  # full
+    # It took the first n jobs in claim order: all of a higher priority burst.
+    mode.claimed(Q, _pos(900, npriority=-5, seconds=90))
+    # The next positioned claims go on through the burst, not back past it.
+    assert mode.after(Q, 11.5) == ClaimPosition(-5, T0 + timedelta(seconds=90), 0)
+
+
+def _row(job_id: int, priority: int, seconds: float, *, suspect: bool = False) -> dict[str, object]:
+    return {
+        "id": job_id,
+        "project_id": 1,
+        "queue_id": 1,
+        "handler": "noop",
+        "payload": {},
+        "priority": priority,
+        "attempt": 1,
+        "max_attempts": 3,
+        "execution_seq": 1,
+        "timeout_ms": None,
+        "lock_expires_at": T0,
+        "worker_id": 1,
+        "suspect": suspect,
+        "run_at": T0 + timedelta(seconds=seconds),
+        "suspect_waiting": False,
+    }
+
+
+def test_the_position_is_the_last_job_in_claim_order_not_a_suspect() -> None:
+    rows = [_row(7, 5, 9.0), _row(3, 0, 1.0), _row(4, 0, 1.0), _row(9, -1, 0.0, suspect=True)]
+    got = _parse(rows)
+    assert got.position == ClaimPosition(0, T0 + timedelta(seconds=1), 4)
+    flag = {k: None for k in rows[0]} | {"suspect_waiting": True}
+    got = _parse([_row(3, 0, 1.0), flag])
+    assert got.suspect_waiting and got.position == ClaimPosition(0, T0 + timedelta(seconds=1), 3)
+    assert _parse([]).position is None
