@@ -427,10 +427,12 @@ class Worker:
     def _note_rotation(self, outcome: str) -> None:
         change = self._claim_mode.rotated(outcome, monotonic())
         if change == "entered":
-            # A session holds job_ready (e.g. a long REPEATABLE READ reader): its dead rows
-            # cannot be freed, so claims start past the last job claimed (docs/DATABASE.md).
+            # A session holds job_ready (e.g. a long REPEATABLE READ reader: 'locked'), or a
+            # backlog is too large to copy ('crowded', migration 0015): its dead rows are not
+            # freed, so claims start past the last job claimed (docs/DATABASE.md).
             log.warning(
-                "claim position on: job_ready rotation blocked",
+                "claim position on: job_ready not rotating",
+                outcome=outcome,
                 blocked_s=self._claim_mode.blocked_after_s,
                 full_claim_every_s=self._claim_mode.full_every_s,
             )
