@@ -22,33 +22,13 @@ from jobyard.core import claim, enqueue, transitions
 from jobyard.db.explain import plan_stats
 from jobyard.db.pool import Conn, connect
 from jobyard.db.queries import sql
-from jobyard.domain.ids import ProjectId, QueueId, WorkerId
+from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import QueueRef
-from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate
+from jobyard.domain.schemas import JobCreate
+from tests.concurrency.test_ready_rotation import PARTITIONS, _enqueue, _ref
 from tests.factories import make_queue, make_worker
 
 pytestmark = pytest.mark.xdist_group("claim-race")
-
-PARTITIONS = ("job_ready_0", "job_ready_1", "job_ready_2")
-
-
-def _ref(queue: dict[str, Any]) -> QueueRef:
-    return QueueRef(
-        id=QueueId(queue["id"]),
-        name=queue["name"],
-        priority=0,
-        is_paused=False,
-        max_concurrency=None,
-    )
-
-
-async def _enqueue(conn: Conn, queue: dict[str, Any], n: int) -> list[int]:
-    result = await enqueue.enqueue_batch(
-        conn,
-        ProjectId(queue["project_id"]),
-        BatchCreate(queue=queue["name"], jobs=[BatchItem(handler="noop") for _ in range(n)]),
-    )
-    return list(result.job_ids)
 
 
 async def _dead_space_everywhere(conn: Conn) -> None:
