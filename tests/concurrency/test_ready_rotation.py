@@ -250,3 +250,28 @@ async def test_no_job_is_lost_or_claimed_twice_across_rotations(
     }
     assert ready == left
     assert outcomes["rotated"] >= 1, outcomes
+
+
+async def test_a_claim_removes_its_ready_rows_by_key_not_by_scanning_a_backlog(
+    conn: Conn,
+) -> None:
+    # 20,000 queued jobs in one partition, statistics never gathered (as in a drain right after
+    # a bulk enqueue): the trigger once hash-joined against the whole partition for each claim.
+    queue = await make_queue(conn)
+    worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
+    for _ in range(2):
+        await _enqueue(conn, queue, 10_000)
+    scans = """SELECT coalesce(sum(seq_scan), 0) AS n FROM pg_stat_user_tables
+               WHERE relname IN ('job_ready_0', 'job_ready_1', 'job_ready_2')"""
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    before = await (await conn.execute(scans)).fetchone()
+    for _ in range(3):
+        got = await claim.claim_batch(conn, _ref(queue), worker, 100, lease_s=30, start=True)
+        assert len(got) == 100
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    after = await (await conn.execute(scans)).fetchone()
+    assert before is not None and after is not None
+    # Migration 0016: = ANY (ARRAY(...)) probes job_ready_N_job_idx; no partition is scanned.
+    assert after["n"] == before["n"]
+    left = await (await conn.execute("SELECT count(*) AS n FROM job_ready")).fetchone()
+    assert left == {"n": 19_700}
