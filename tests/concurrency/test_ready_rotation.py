@@ -156,6 +156,46 @@ async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_o
         await plain.close()
 
 
+async def test_rotation_does_not_queue_behind_a_long_held_lock_at_all(
+    db_url: str, conn: Conn
+) -> None:
+    # Even a bounded wait stalls every claim behind the pending exclusive request for all of it
+    # (migration 0017): with a reader that has held the partition longer than held_ms, the
+    # rotation must not ask for the lock. A wait of ten minutes makes asking visible.
+    for slot, part in enumerate(PARTITIONS):
+        await conn.execute(
+            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
+        )
+        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
+    reader = await connect(db_url)
+    rotator = await connect(db_url, autocommit=True)
+    try:
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await reader.execute("SELECT count(*) FROM job_ready")  # ACCESS SHARE on each partition
+        rotator_pid = await (await rotator.execute("SELECT pg_backend_pid() AS pid")).fetchone()
+        assert rotator_pid is not None
+        attempt = asyncio.ensure_future(claim.rotate_ready(rotator, wait_ms=600_000, held_ms=0))
+        waited = []
+        while not attempt.done():
+            row = await (
+                await conn.execute(
+                    "SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND pid = %(pid)s",
+                    {"pid": rotator_pid["pid"]},
+                )
+            ).fetchone()
+            waited.append(row["n"] if row else 0)
+            if any(waited):
+                attempt.cancel()
+                await rotator.cancel_safe()
+                break
+            await asyncio.sleep(0.01)
+        assert not any(waited), "the rotation queued an exclusive lock behind the reader"
+        assert await attempt == "locked"
+    finally:
+        await reader.close()
+        await rotator.close()
+
+
 async def test_a_partition_with_a_backlog_is_left_alone_instead_of_copied_under_the_lock(
     conn: Conn,
 ) -> None:

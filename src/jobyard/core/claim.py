@@ -155,21 +155,27 @@ async def queues_by_names(conn: Conn, project_id: ProjectId, names: list[str]) -
 # How long a rotation may wait for the exclusive lock on the partition it empties. Claims queue
 # behind a waiting ACCESS EXCLUSIVE request, so this bounds the stall it can cause them.
 ROTATE_WAIT_MS = 20
+# A session whose transaction has held the partition longer than this (a REPEATABLE READ reader)
+# is not waited for at all: the rotation says 'locked' without queueing (migration 0017).
+ROTATE_HELD_MS = 1000
 # How often a process tries to rotate: twice per period of job_ready_slot (two seconds), so each
 # partition is emptied once before it becomes current again.
 ROTATE_EVERY_S = 1.0
 
 
-async def rotate_ready(conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS) -> str:
+async def rotate_ready(
+    conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS, held_ms: int = ROTATE_HELD_MS
+) -> str:
     """Empty the job_ready partition that becomes current next (migration 0012).
 
     Returns 'clean' (nothing to free), 'crowded' (a backlog: more than 2,000 live rows would
     be copied under the lock, so the partition waits until claims drain it; migration 0015),
-    'busy' (another session rotates), 'locked' (a session holds the partition; tried again on
-    the next call) or 'rotated'. Cheap when there is nothing to do, so every worker and the
+    'busy' (another session rotates), 'locked' (a session holds the partition: a transaction
+    older than held_ms, or one that kept it past wait_ms; tried again on the next call) or
+    'rotated'. Cheap when there is nothing to do, so every worker and the
     scheduler call it about once a second.
     """
-    row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms})
+    row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms, "held_ms": held_ms})
     return str(row["outcome"]) if row else "clean"
 
 

@@ -314,9 +314,10 @@ WHERE NOT %(solo)s
 
 -- name: job_claim_rotate_ready
 -- Empty the ready partition that becomes current next (its live rows moved, then TRUNCATE):
--- 'clean', 'busy', 'locked' (gave up after wait_ms: retry later) or 'rotated' (migration 0012).
--- explain: {"wait_ms": 20}
-SELECT job_ready_rotate(%(wait_ms)s) AS outcome
+-- 'clean', 'crowded', 'busy', 'locked' (held by a transaction older than held_ms, or still held
+-- after wait_ms: retry later) or 'rotated' (migrations 0012, 0015, 0017).
+-- explain: {"wait_ms": 20, "held_ms": 1000}
+SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
