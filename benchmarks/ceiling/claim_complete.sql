@@ -73,7 +73,7 @@ WITH finished AS (
         finished_at = now(), updated_at = now()
     FROM unnest(:ids::bigint[], :seqs::int[],
                 array_fill(NULL::jsonb, ARRAY[cardinality(:ids::bigint[])])) AS t(id, seq, result)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = :worker_id
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM :worker_id
       AND j.status::text = 'running'
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at
 ), recorded AS (

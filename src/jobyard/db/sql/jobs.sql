@@ -342,7 +342,7 @@ FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
 UPDATE jobs j
 SET status = 'running', started_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
 FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
-WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
   AND j.status::text = 'claimed'
 RETURNING j.id
 
@@ -354,12 +354,16 @@ WITH finished AS (
     SET status = 'done', result = t.result, lock_expires_at = NULL, suspect = false,
         finished_at = coalesce(%(now)s, now()), updated_at = coalesce(%(now)s, now())
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[], %(results)s::jsonb[]) AS t(id, seq, result)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
-      -- status::text, here and in every write by job id: compared as an enum, the status
-      -- lets the planner scan jobs_held_idx or jobs_project_status_idx instead of the key.
-      -- Statistics call running jobs rare, but under a held xmin those indexes keep every
-      -- job that has run since: a 10-minute hold made this a 20,000-buffer scan and stalled
-      -- the workers (docs/DATABASE.md, tests/db/test_hot_path_plans.py).
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
+      -- status::text and worker_id IS NOT DISTINCT FROM, here and in every write by job id:
+      -- written plainly, they let the planner scan a partial index instead of the key (an
+      -- enum test matches jobs_held_idx's predicate, and any strict test of worker_id proves
+      -- jobs_worker_idx's IS NOT NULL). Statistics call running jobs rare, but under a held
+      -- xmin jobs_held_idx keeps every job that has run since: a 10-minute hold made this a
+      -- 20,000-buffer scan and stalled the workers. Statistics taken before a drain call
+      -- every worker_id NULL, but jobs_worker_idx holds every job the worker has finished:
+      -- 39 ms a completion by the end of a 100,000-job drain. The parameter is never NULL.
+      -- (docs/DATABASE.md, tests/db/test_hot_path_plans.py)
       AND j.status::text = 'running'
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at
 ), recorded AS (
@@ -384,7 +388,7 @@ SELECT j.attempt, j.max_attempts, j.retry_override, j.status,
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 LEFT JOIN retry_policies p ON p.id = coalesce(j.retry_policy_id, q.retry_policy_id)
-WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
   AND j.status::text IN ('claimed', 'running')
 
 -- name: job_fail
@@ -395,7 +399,7 @@ WITH held AS MATERIALIZED (
     -- The run's start, read before the UPDATE clears it; locked, so it is the newest version.
     SELECT j.id, j.worker_id, coalesce(j.started_at, j.claimed_at) AS started_at
     FROM jobs j
-    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')
     FOR UPDATE
 ), failed AS (
@@ -410,7 +414,7 @@ WITH held AS MATERIALIZED (
         finished_at = CASE WHEN %(next_status)s = 'dead_letter' THEN coalesce(%(now)s, now()) END,
         updated_at = coalesce(%(now)s, now())
     FROM held h
-    WHERE j.id = h.id AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+    WHERE j.id = h.id AND j.execution_seq = %(seq)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')
     RETURNING j.*, h.worker_id AS run_worker_id, h.started_at AS run_started_at
 ), recorded AS (
@@ -439,7 +443,7 @@ WITH held AS MATERIALIZED (
     -- The run (attempt, start) as it was, read before the UPDATE refunds and clears it.
     SELECT j.id, j.execution_seq, j.attempt, coalesce(j.started_at, j.claimed_at) AS started_at
     FROM jobs j, unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')
     FOR UPDATE OF j
 ), released AS (
@@ -448,7 +452,7 @@ WITH held AS MATERIALIZED (
         lock_expires_at = NULL, claimed_at = NULL, started_at = NULL,
         updated_at = coalesce(%(now)s, now())
     FROM held h
-    WHERE j.id = h.id AND j.execution_seq = h.execution_seq AND j.worker_id = %(worker_id)s
+    WHERE j.id = h.id AND j.execution_seq = h.execution_seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')
     RETURNING j.id, j.execution_seq, j.queue_id, h.attempt, h.started_at
 ), recorded AS (
@@ -493,7 +497,7 @@ WITH cancelled AS (
     UPDATE jobs j
     SET status = 'cancelled', lock_expires_at = NULL, finished_at = coalesce(%(now)s, now()),
         updated_at = coalesce(%(now)s, now())
-    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+    WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id,
               coalesce(j.started_at, j.claimed_at) AS started_at
@@ -513,6 +517,6 @@ SELECT id FROM cancelled
 INSERT INTO job_logs (job_id, execution_seq, level, message, fields)
 SELECT j.id, j.execution_seq, %(level)s, %(message)s, %(fields)s
 FROM jobs j
-WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id = %(worker_id)s
+WHERE j.id = %(id)s AND j.execution_seq = %(seq)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
   AND j.status::text IN ('claimed', 'running')
 RETURNING id

@@ -3,7 +3,7 @@
 -- explain: {"id": "$job_id", "seq": 1, "fraction": 0.5, "message": "half way"}
 UPDATE jobs
 SET progress = %(fraction)s, progress_message = %(message)s, progress_at = now()
-WHERE id = %(id)s AND execution_seq = %(seq)s AND worker_id = %(worker_id)s
+WHERE id = %(id)s AND execution_seq = %(seq)s AND worker_id IS NOT DISTINCT FROM %(worker_id)s
   AND status::text IN ('claimed', 'running')  -- ::text: by key, see job_complete_many
 RETURNING id
 

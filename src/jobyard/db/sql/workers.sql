@@ -22,7 +22,7 @@ WITH alive AS (
     UPDATE jobs j
     SET lock_expires_at = coalesce(%(now)s, now()) + make_interval(secs => %(lease_s)s)
     FROM unnest(%(ids)s::bigint[], %(seqs)s::int[]) AS t(id, seq)
-    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id = %(worker_id)s
+    WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       AND j.status::text IN ('claimed', 'running')  -- ::text: by key, see job_complete_many
     RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
