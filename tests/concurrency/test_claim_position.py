@@ -25,19 +25,10 @@ from jobyard.db.queries import sql
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import QueueRef
 from jobyard.domain.schemas import JobCreate
-from tests.concurrency.test_ready_rotation import PARTITIONS, _enqueue, _ref
+from tests.concurrency.test_ready_rotation import _dead_space_everywhere, _enqueue, _ref
 from tests.factories import make_queue, make_worker
 
 pytestmark = pytest.mark.xdist_group("claim-race")
-
-
-async def _dead_space_everywhere(conn: Conn) -> None:
-    # Whichever partition is next has something to free, so the rotation must take its lock.
-    for slot, part in enumerate(PARTITIONS):
-        await conn.execute(
-            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
-        )
-        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
 
 
 async def _hold_reader(db_url: str) -> Conn:

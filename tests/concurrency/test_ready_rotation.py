@@ -50,6 +50,15 @@ async def _enqueue(conn: Conn, queue: dict[str, Any], n: int) -> list[int]:
     return list(result.job_ids)
 
 
+async def _dead_space_everywhere(conn: Conn) -> None:
+    # Whichever partition is next has something to free, so the rotation must take its lock.
+    for slot, part in enumerate(PARTITIONS):
+        await conn.execute(
+            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
+        )
+        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
+
+
 async def _slots_filled(conn: Conn) -> int:
     row = await (await conn.execute("SELECT count(DISTINCT slot) AS n FROM job_ready")).fetchone()
     return int(row["n"]) if row else 0
@@ -122,12 +131,7 @@ async def test_rotation_gives_up_behind_a_repeatable_read_reader_and_claims_go_o
     queue = await make_queue(conn)
     worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
     ids = await _enqueue(conn, queue, 3)
-    # Dead space in every partition, so whichever is next has something to free.
-    for slot, part in enumerate(PARTITIONS):
-        await conn.execute(
-            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
-        )
-        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
+    await _dead_space_everywhere(conn)
     reader = await connect(db_url)
     strict = await connect(db_url, autocommit=True)
     plain = await connect(db_url, autocommit=True)
@@ -162,11 +166,7 @@ async def test_rotation_does_not_queue_behind_a_long_held_lock_at_all(
     # Even a bounded wait stalls every claim behind the pending exclusive request for all of it
     # (migration 0017): with a reader that has held the partition longer than held_ms, the
     # rotation must not ask for the lock. A wait of ten minutes makes asking visible.
-    for slot, part in enumerate(PARTITIONS):
-        await conn.execute(
-            f"INSERT INTO {part} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
-        )
-        await conn.execute(f"DELETE FROM {part} WHERE job_id = -1")  # type: ignore[arg-type]
+    await _dead_space_everywhere(conn)
     reader = await connect(db_url)
     rotator = await connect(db_url, autocommit=True)
     try:
