@@ -144,16 +144,30 @@ async def test_metrics_separate_claimable_from_scheduled_and_show_capacity(
 
 
 async def test_throughput_counts_each_minute_of_the_last_hour(
-    client: httpx.AsyncClient, tenant_a: Tenant, busy_project: dict[str, int]
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant, busy_project: dict[str, int]
 ) -> None:
     body = (await client.get(f"{base(tenant_a)}/metrics", headers=owner(tenant_a))).json()
     series = body["throughput"]
     assert len(series) == 60
     minutes = [datetime.fromisoformat(p["minute"]) for p in series]
     assert all(b - a == timedelta(minutes=1) for a, b in itertools.pairwise(minutes))
+    # Minutes counted from when the fixture wrote the runs, not from the request: a minute may
+    # turn between the two (CI once saw [34, 33, 0]).
+    row = await (
+        await conn.execute(
+            "SELECT date_trunc('minute', max(e.finished_at)) AS ran,"
+            " date_trunc('minute', max(e.finished_at) FILTER (WHERE e.outcome = 'failed'))"
+            " AS failed"
+            " FROM job_executions e JOIN jobs j ON j.id = e.job_id WHERE j.project_id = %(p)s",
+            {"p": tenant_a.project_id},
+        )
+    ).fetchone()
+    assert row is not None
+    by_minute = {m: p for m, p in zip(minutes, series, strict=True)}
     # i % 3 = 0, 1, 2 minutes ago: 33, 34 and 33 runs; the failed retry 5 minutes ago.
-    assert [p["done"] for p in series[-3:]] == [33, 34, 33]
-    assert series[-6]["failed"] == 1
+    ago = [row["ran"] - timedelta(minutes=k) for k in (2, 1, 0)]
+    assert [by_minute[m]["done"] for m in ago] == [33, 34, 33]
+    assert by_minute[row["failed"]]["failed"] == 1
     assert sum(p["done"] for p in series) == 100 and sum(p["failed"] for p in series) == 1
     assert body["last_hour"]["succeeded"] == 100 and body["last_hour"]["failed"] == 1
     assert body["last_hour"]["finished"] == 101
