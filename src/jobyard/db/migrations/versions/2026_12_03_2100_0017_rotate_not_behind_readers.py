@@ -35,33 +35,17 @@ down_revision = "0016"
 branch_labels = None
 depends_on = None
 
-# 0015's function, restored by the downgrade.
+# 0015's function, which this extends (and the downgrade restores).
 _SMALL_MOVES = "jobyard.db.migrations.versions.2026_12_03_1830_0015_rotate_small_moves"
 
-UPGRADE = r"""
-DROP FUNCTION job_ready_rotate(integer);
+# The signature line of 0015's function, and the line this migration's check goes before.
+_OLD_HEAD = "CREATE OR REPLACE FUNCTION job_ready_rotate(wait_ms integer DEFAULT 20) RETURNS text"
+_NEW_HEAD = """DROP FUNCTION job_ready_rotate(integer);
 
 CREATE FUNCTION job_ready_rotate(wait_ms integer DEFAULT 20, held_ms integer DEFAULT 1000)
-RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    current_slot smallint := job_ready_slot(clock_timestamp());
-    target text := format('job_ready_%s', (current_slot + 1) % 3);
-    live integer;
-BEGIN
-    IF pg_relation_size(target::regclass) = 0 THEN
-        RETURN 'clean';
-    END IF;
-    -- A backlog: copying it under the exclusive lock would stall every claim. Counted before
-    -- any lock, reading at most 2,001 rows, so a crowded partition costs little.
-    EXECUTE format('SELECT count(*) FROM (SELECT 1 FROM %I LIMIT 2001) s', target) INTO live;
-    IF live > 2000 THEN
-        RETURN 'crowded';
-    END IF;
-    IF NOT pg_try_advisory_xact_lock(hashtext('jobyard.job_ready_rotate')) THEN
-        RETURN 'busy';
-    END IF;
-    -- A long transaction holding the partition (a REPEATABLE READ reader) will not let go within
+RETURNS text"""
+_BEFORE = "    PERFORM set_config('lock_timeout', wait_ms || 'ms', true);\n"
+_CHECK = """    -- A long transaction holding the partition (a REPEATABLE READ reader) will not let go within
     -- wait_ms, and claims would queue behind our pending exclusive request all that time: give
     -- up without asking (migration 0017).
     IF EXISTS (
@@ -76,24 +60,18 @@ BEGIN
     ) THEN
         RETURN 'locked';
     END IF;
-    PERFORM set_config('lock_timeout', wait_ms || 'ms', true);
-    BEGIN
-        EXECUTE format('LOCK TABLE %I IN ACCESS EXCLUSIVE MODE', target);
-    EXCEPTION WHEN lock_not_available THEN
-        RETURN 'locked';
-    END;
-    EXECUTE format(
-        'INSERT INTO %I (slot, job_id, queue_id, priority, run_at, suspect)'
-        ' SELECT %s, job_id, queue_id, priority, run_at, suspect FROM %I',
-        format('job_ready_%s', current_slot), current_slot, target);
-    EXECUTE format('TRUNCATE %I', target);
-    RETURN 'rotated';
-END $$;
 """
 
 
+def _rewritten() -> str:
+    """0015's function with held_ms and the check before the lock."""
+    body: str = importlib.import_module(_SMALL_MOVES).UPGRADE
+    assert body.count(_OLD_HEAD) == 1 and body.count(_BEFORE) == 1
+    return body.replace(_OLD_HEAD, _NEW_HEAD).replace(_BEFORE, _CHECK + _BEFORE)
+
+
 def upgrade() -> None:
-    op.execute(UPGRADE)
+    op.execute(_rewritten())
 
 
 def downgrade() -> None:
