@@ -90,16 +90,18 @@ async def test_health_warnings_pass_their_thresholds_in_metrics(
     app.state.settings = app.state.settings.model_copy(
         update={"health_xmin_warn_s": 1.0, "health_dead_ratio_warn": 0.1}
     )
-    await conn.execute("CREATE TABLE job_ready_p7 (id bigint)")
+    # Autovacuum off on these tables: a vacuum between the DELETE and the scrape removed the dead
+    # rows it is meant to count (a fresh-clone CI run read a ratio of 0.0).
+    await conn.execute("CREATE TABLE job_ready_p7 (id bigint) WITH (autovacuum_enabled = false)")
     await conn.execute("INSERT INTO job_ready_p7 SELECT g FROM generate_series(1, 90000) g")
     await conn.execute("DELETE FROM job_ready_p7 WHERE id <= 60000")  # 60,000 of 90,000 dead
     # A ready partition between two rotations: mostly dead by design, below the ready tables'
     # own floor (db_health.READY_MIN_DEAD_TO_WARN), so no warning.
-    await conn.execute("CREATE TABLE job_ready_p8 (id bigint)")
+    await conn.execute("CREATE TABLE job_ready_p8 (id bigint) WITH (autovacuum_enabled = false)")
     await conn.execute("INSERT INTO job_ready_p8 SELECT g FROM generate_series(1, 5000) g")
     await conn.execute("DELETE FROM job_ready_p8 WHERE id <= 4000")
     # A quiet ready table (no dead rows) is listed too: hot relations are never cut by the limit.
-    await conn.execute("CREATE TABLE job_ready_zz (id bigint)")
+    await conn.execute("CREATE TABLE job_ready_zz (id bigint) WITH (autovacuum_enabled = false)")
     await conn.execute("INSERT INTO job_ready_zz SELECT g FROM generate_series(1, 10) g")
     await conn.execute("SELECT pg_stat_force_next_flush()")
     ready = (("relation", "job_ready_p7"),)
