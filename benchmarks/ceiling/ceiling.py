@@ -86,6 +86,9 @@ async def prepare(url: str, jobs: int, clients: int) -> tuple[int, int]:
             batch = BatchCreate(queue=QUEUE, jobs=[BatchItem(handler="noop")] * size)
             await enqueue.enqueue_batch(conn, project_id, batch)
         await conn.execute("VACUUM ANALYZE jobs")  # as autovacuum would soon after a fill
+        # As every worker does beside its rotation (migration 0018): without it the first
+        # claims plan on statistics that predate the fill and lock the whole backlog.
+        await claim.refresh_ready_stats(conn)
         return int(queue.id), int(ids[0])
     finally:
         await conn.close()

@@ -27,7 +27,6 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN false THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
     SELECT r.job_id AS id
@@ -39,7 +38,6 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT :n
 ), claimed AS (
     UPDATE jobs j

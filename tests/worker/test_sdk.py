@@ -104,6 +104,34 @@ def test_bad_task_options_fail_at_decoration_naming_the_field() -> None:
         app.task(lambda: None)
 
 
+def test_a_payload_field_as_first_parameter_is_refused_at_decoration() -> None:
+    """The payload goes in as keywords after the context: `def f(n: int)` could never run."""
+    app = App(project=PROJECT, database_url="postgresql://unused")
+
+    async def takes_n_first(n: int) -> None: ...
+
+    # This module's annotations are strings (PEP 563); evaluated ones are judged the same way.
+    async def evaluated(n): ...  # type: ignore[no-untyped-def]
+
+    evaluated.__annotations__ = {"n": int}
+    for fn in (takes_n_first, evaluated):
+        with pytest.raises(ConfigurationError, match=r"first parameter 'n' is annotated int"):
+            app.task(fn)
+
+    # Unannotated, Any, or the context itself are all accepted.
+    app.task(name="plain")(lambda ctx: None)
+
+    async def typed(ctx: JobContext, n: int) -> None: ...
+
+    async def as_any(ctx: Any, n: int) -> None: ...
+
+    async def evaluated_ctx(ctx, n): ...  # type: ignore[no-untyped-def]
+
+    evaluated_ctx.__annotations__ = {"ctx": JobContext, "n": int}
+    for fn in (typed, as_any, evaluated_ctx):
+        app.task(name=fn.__name__)(fn)
+
+
 async def test_bad_defer_input_names_the_field(db_url: str) -> None:
     app = App(project=PROJECT, database_url=db_url)
     with pytest.raises(ValidationFailed, match="payload"):

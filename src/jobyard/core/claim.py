@@ -161,6 +161,10 @@ ROTATE_HELD_MS = 1000
 # How often a process tries to rotate: twice per period of job_ready_slot (two seconds), so each
 # partition is emptied once before it becomes current again.
 ROTATE_EVERY_S = 1.0
+# A ready partition is analyzed once this many rows (and a tenth of it) changed since its last
+# analyze: the claim's plan needs its statistics to know a backlog is there (migration 0018).
+# The rotation's own 'crowded' threshold: past it, the partition holds a backlog.
+REFRESH_MIN_CHANGES = 2000
 
 
 async def rotate_ready(
@@ -174,9 +178,22 @@ async def rotate_ready(
     older than held_ms, or one that kept it past wait_ms; tried again on the next call) or
     'rotated'. Cheap when there is nothing to do, so every worker and the
     scheduler call it about once a second.
+
+    Then, in its own short transaction (an ANALYZE must not lengthen the rotation's exclusive
+    lock), the partitions that received a backlog are analyzed: `refresh_ready_stats`.
     """
     row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms, "held_ms": held_ms})
+    await refresh_ready_stats(conn)
     return str(row["outcome"]) if row else "clean"
+
+
+async def refresh_ready_stats(conn: Conn, *, min_changes: int = REFRESH_MIN_CHANGES) -> int:
+    """ANALYZE the job_ready partitions whose rows changed by `min_changes` (and a tenth) since
+    their last analyze; returns how many (migration 0018). Without it a burst of enqueues is
+    claimed on statistics that call the queue's rows rare: the planner sorts them all, and the
+    claim's lock filter, below the sort, locks every queued job of the queue on every claim."""
+    row = await run.one(conn, "job_claim_refresh_ready_stats", {"min_changes": min_changes})
+    return int(row["analyzed"]) if row else 0
 
 
 # Degraded mode (docs/DATABASE.md "Claim position"): when no rotation has succeeded for this

@@ -76,7 +76,32 @@ def _takes_payload(fn: Handler) -> bool:
             f"handler {getattr(fn, '__qualname__', fn)!r} must take the JobContext as its "
             "first positional parameter"
         )
+    if not _may_be_context(params[0].annotation):
+        # `async def f(n: int)` would otherwise register and then fail every job with a
+        # TypeError: the payload goes in as keywords after the context, never first.
+        name = getattr(fn, "__qualname__", fn)
+        raise ConfigurationError(
+            f"handler {name!r} must take the JobContext as its first parameter, but its first "
+            f"parameter {params[0].name!r} is annotated {_annotation_text(params[0].annotation)}; "
+            f"write it as ({'ctx: JobContext, ' + params[0].name + ': ...'})"
+        )
     return len(params) > 1
+
+
+def _may_be_context(annotation: Any) -> bool:
+    """Whether a first parameter so annotated can receive the JobContext: unannotated, Any,
+    JobContext or a base of it; a string annotation (PEP 563) by its last dotted name."""
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return True
+    if isinstance(annotation, str):
+        return annotation.strip("'\" ").rsplit(".", 1)[-1] in {"JobContext", "Any", "object"}
+    return isinstance(annotation, type) and issubclass(JobContext, annotation)
+
+
+def _annotation_text(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation)
 
 
 def check_handler(fn: Handler) -> None:

@@ -177,7 +177,6 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
     -- The claimable jobs come from job_ready (migration 0012), not from jobs: its dead rows are
@@ -188,7 +187,9 @@ WITH queue AS MATERIALIZED (
     -- the ordered scan: a job some session holds (an operator's SELECT ... FOR UPDATE, a cancel
     -- in flight, another claim) is passed over for the next one, never waited for, and only a
     -- job still queued is taken. A join instead would plan a hash join or a sort whenever the
-    -- ready set is small.
+    -- ready set is small. That jobs lock is the claim's only lock: the ready row itself is not
+    -- locked, since a concurrent claimer is already passed over by it, and a ready-row lock
+    -- was one more WAL-logged tuple write per job (docs/DATABASE.md "The claim").
     SELECT r.job_id AS id
     FROM job_ready r
     WHERE r.queue_id = %(queue_id)s
@@ -198,7 +199,6 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -259,10 +259,10 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT CASE WHEN %(solo)s THEN 1 ELSE 0 END
 ), picked AS MATERIALIZED (
-    -- As in job_claim_batch (locks, filters, LIMIT), in the same order, from the position on.
+    -- As in job_claim_batch (the jobs lock, filters, LIMIT), in the same order, from the
+    -- position on.
     SELECT r.job_id AS id
     FROM job_ready r
     WHERE r.queue_id = %(queue_id)s
@@ -277,7 +277,6 @@ WITH queue AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
     ORDER BY - r.priority, r.run_at, r.job_id
-    FOR UPDATE OF r SKIP LOCKED
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -318,6 +317,12 @@ WHERE NOT %(solo)s
 -- after wait_ms: retry later) or 'rotated' (migrations 0012, 0015, 0017).
 -- explain: {"wait_ms": 20, "held_ms": 1000}
 SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
+
+-- name: job_claim_refresh_ready_stats
+-- ANALYZE the ready partitions that a backlog changed since their last analyze, so the claim's
+-- plan reads them in claim order (migration 0018); the number analyzed.
+-- explain: {"min_changes": 2000}
+SELECT job_ready_refresh_stats(%(min_changes)s) AS analyzed
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
