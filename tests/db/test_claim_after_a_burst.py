@@ -40,17 +40,22 @@ def burst(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, dict[str, 
             for part in ("job_ready_0", "job_ready_1", "job_ready_2"):
                 conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
             ids = asyncio.run(_queue_and_worker(url))
-            conn.execute(
-                "INSERT INTO jobs (project_id, queue_id, handler, payload)"
-                " SELECT q.project_id, q.id, 'h', '{}' FROM queues q, generate_series(1, %(n)s)"
-                " WHERE q.id = %(queue_id)s",
-                {"n": BACKLOG, "queue_id": ids["queue_id"]},
-            )
-            # The counters ANALYZE decisions read are flushed by the inserting backend.
-            conn.execute("SELECT pg_stat_force_next_flush()")
+            _enqueue_burst(conn, ids["queue_id"])
         yield url, ids
     finally:
         testing.drop_database(pg_admin_url, url)
+
+
+def _enqueue_burst(conn: SyncConn, queue_id: int) -> None:
+    """BACKLOG queued jobs in one statement (an autocommit connection)."""
+    conn.execute(
+        "INSERT INTO jobs (project_id, queue_id, handler, payload)"
+        " SELECT q.project_id, q.id, 'h', '{}' FROM queues q, generate_series(1, %(n)s)"
+        " WHERE q.id = %(queue_id)s",
+        {"n": BACKLOG, "queue_id": queue_id},
+    )
+    # The counters the refresh reads are flushed by the inserting backend at its next chance.
+    conn.execute("SELECT pg_stat_force_next_flush()")
 
 
 async def _queue_and_worker(url: str) -> dict[str, Any]:
@@ -63,11 +68,11 @@ async def _queue_and_worker(url: str) -> dict[str, Any]:
         await conn.close()
 
 
-def _refresh(url: str) -> int:
+def _refresh(url: str, **options: Any) -> int:
     async def go() -> int:
         conn = await connect(url, autocommit=True)
         try:
-            return await claim.refresh_ready_stats(conn)
+            return await claim.refresh_ready_stats(conn, **options)
         finally:
             await conn.close()
 
@@ -117,6 +122,11 @@ def test_a_claim_after_a_burst_locks_only_what_it_takes(
 def test_refresh_is_a_no_op_once_the_statistics_are_fresh(
     burst: tuple[str, dict[str, Any]],
 ) -> None:
-    url, _ = burst
+    url, ids = burst
     assert _refresh(url) == 1  # the partition that took the burst
     assert _refresh(url) == 0
+    # Another burst right after: left alone for min_interval_s, then analyzed.
+    with connect_sync(url, autocommit=True) as conn:
+        _enqueue_burst(conn, ids["queue_id"])
+    assert _refresh(url) == 0
+    assert _refresh(url, min_interval_s=0.0) == 1

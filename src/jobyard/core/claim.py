@@ -165,6 +165,9 @@ ROTATE_EVERY_S = 1.0
 # analyze: the claim's plan needs its statistics to know a backlog is there (migration 0018).
 # The rotation's own 'crowded' threshold: past it, the partition holds a backlog.
 REFRESH_MIN_CHANGES = 2000
+# ... but not again within this many seconds of its last analyze (a drain's deletes would
+# otherwise trigger one every tenth of the backlog).
+REFRESH_MIN_INTERVAL_S = 10.0
 
 
 async def rotate_ready(
@@ -187,12 +190,19 @@ async def rotate_ready(
     return str(row["outcome"]) if row else "clean"
 
 
-async def refresh_ready_stats(conn: Conn, *, min_changes: int = REFRESH_MIN_CHANGES) -> int:
+async def refresh_ready_stats(
+    conn: Conn,
+    *,
+    min_changes: int = REFRESH_MIN_CHANGES,
+    min_interval_s: float = REFRESH_MIN_INTERVAL_S,
+) -> int:
     """ANALYZE the job_ready partitions whose rows changed by `min_changes` (and a tenth) since
-    their last analyze; returns how many (migration 0018). Without it a burst of enqueues is
-    claimed on statistics that call the queue's rows rare: the planner sorts them all, and the
-    claim's lock filter, below the sort, locks every queued job of the queue on every claim."""
-    row = await run.one(conn, "job_claim_refresh_ready_stats", {"min_changes": min_changes})
+    their last analyze, if that was `min_interval_s` ago or more; returns how many (migration
+    0018). Without it a burst of enqueues is claimed on statistics that call the queue's rows
+    rare: the planner sorts them all, and the claim's lock filter, below the sort, locks every
+    queued job of the queue on every claim."""
+    params = {"min_changes": min_changes, "min_interval_s": min_interval_s}
+    row = await run.one(conn, "job_claim_refresh_ready_stats", params)
     return int(row["analyzed"]) if row else 0
 
 

@@ -321,8 +321,8 @@ SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 -- name: job_claim_refresh_ready_stats
 -- ANALYZE the ready partitions that a backlog changed since their last analyze, so the claim's
 -- plan reads them in claim order (migration 0018); the number analyzed.
--- explain: {"min_changes": 2000}
-SELECT job_ready_refresh_stats(%(min_changes)s) AS analyzed
+-- explain: {"min_changes": 2000, "min_interval_s": 10.0}
+SELECT job_ready_refresh_stats(%(min_changes)s, %(min_interval_s)s) AS analyzed
 
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
