@@ -44,6 +44,27 @@ def test_blocked_rotation_enters_after_the_delay_and_a_working_one_leaves_at_onc
     assert mode.rotated("locked", 12.5) == "entered"
 
 
+def test_a_held_horizon_enters_at_once_though_the_rotation_works_and_its_end_leaves() -> None:
+    # The rotation still empties each partition every six seconds, but until then every claim
+    # walks the dead entries of the jobs claimed since the horizon was taken.
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    mode.claimed(Q, _pos(10))
+    assert mode.rotated("rotated", 1.0, horizon_held=True) == "entered"
+    assert mode.reason == "xmin horizon held"
+    assert mode.after(Q, 1.0) is not None
+    assert mode.rotated("clean", 2.0, horizon_held=True) is None
+    assert mode.rotated("clean", 3.0, horizon_held=False) == "left"
+    assert mode.after(Q, 3.0) is None
+
+
+def test_a_blocked_rotation_keeps_the_mode_after_the_horizon_is_released() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
+    assert mode.rotated("locked", 1.0, horizon_held=True) == "entered"
+    assert mode.rotated("locked", 6.0, horizon_held=False) is None
+    assert mode.degraded and mode.reason == "job_ready not rotating"
+    assert mode.rotated("rotated", 7.0, horizon_held=False) == "left"
+
+
 def test_degraded_mode_claims_past_the_position_with_a_full_claim_every_period() -> None:
     mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
     mode.claimed(Q, _pos(10, seconds=30))

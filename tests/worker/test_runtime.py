@@ -589,15 +589,7 @@ async def test_a_worker_claims_past_its_position_behind_a_reader_and_loses_no_jo
     caplog.set_level(logging.INFO, logger="jobyard.worker")
     try:
         async with running_worker(db_url, app, concurrency=10) as worker:
-            deadline = time.monotonic() + 4.0
-            while time.monotonic() < deadline:
-                result = await enqueue_batch(
-                    conn,
-                    project,
-                    BatchCreate(queue="default", jobs=[BatchItem(handler="noop")] * 20),
-                )
-                ids += result.job_ids
-                await asyncio.sleep(0.1)
+            ids += await _feed(conn, project, seconds=4.0)
             # A higher priority than anything claimed, late: behind every position.
             urgent = await app.defer("noop", priority=10)
             ids.append(urgent.id)
@@ -620,6 +612,56 @@ async def test_a_worker_claims_past_its_position_behind_a_reader_and_loses_no_jo
     finally:
         await reader.rollback()
         await reader.close()
+
+
+async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_no_job(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The rotation works, but the held xid keeps every claimed job's dead ready row in the
+    # claim index until its partition is rotated: the worker claims past its position while
+    # the transaction lives, and normally once it ends (docs/DATABASE.md, "Claim position").
+    monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 0.5)
+    monkeypatch.setattr(claim, "FULL_CLAIM_EVERY_S", 1.0)
+    app = App(project=PROJECT, database_url=db_url)
+    first = await app.defer("noop")  # creates project and queue
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    holder = await connect(db_url)  # not autocommit: its transaction stays open
+    await holder.execute("SELECT txid_current()")
+    ids = [first.id]
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    try:
+        async with running_worker(db_url, app, concurrency=10) as worker:
+            ids += await _feed(conn, project, seconds=4.0)
+            urgent = await app.defer("noop", priority=10)  # behind every position
+            ids.append(urgent.id)
+            await eventually(lambda: _count_done(conn, len(ids)), timeout=60, interval=0.1)
+            mode = worker._claim_mode
+            assert mode.degraded and mode.reason == "xmin horizon held"
+            assert mode.positioned_claims > 0 and mode.full_claims > 0
+            await holder.rollback()
+            await eventually(lambda: _not_degraded(worker), timeout=10, interval=0.1)
+        assert await scalar(conn, "SELECT count(*) FROM job_executions") == len(ids)
+        assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'") == len(ids)
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("claim position on" in m and "xmin horizon held" in m for m in messages), (
+            messages
+        )
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
+async def _feed(conn: Conn, project: ProjectId, *, seconds: float) -> list[int]:
+    """Enqueue 20 no-op jobs every 0.1 s for `seconds`; their ids."""
+    ids: list[int] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        result = await enqueue_batch(
+            conn, project, BatchCreate(queue="default", jobs=[BatchItem(handler="noop")] * 20)
+        )
+        ids += result.job_ids
+        await asyncio.sleep(0.1)
+    return ids
 
 
 async def _not_degraded(worker: Any) -> bool:

@@ -206,11 +206,25 @@ async def refresh_ready_stats(
     return int(row["analyzed"]) if row else 0
 
 
+async def horizon_held(conn: Conn, *, held_s: float) -> bool:
+    """Whether a transaction older than `held_s` holds this database's xmin horizon back (an
+    idle `BEGIN` that took an xid, a long report): the dead ready rows of every job claimed
+    since stay in the claim index until their partition is rotated, and each full claim walks
+    them (docs/DATABASE.md, "Claim position")."""
+    row = await run.one(conn, "job_claim_horizon_held", {"held_s": held_s})
+    return bool(row and row["held"])
+
+
 # Degraded mode (docs/DATABASE.md "Claim position"): when no rotation has succeeded for this
 # long, some session holds the ready set (a long REPEATABLE READ reader) and its dead rows pile
 # up; a worker then claims past its claim position. Each partition needs a rotation every six
 # seconds, and a working rotation answers 'rotated' or 'clean' at least every two.
 POSITION_AFTER_BLOCKED_S = 5.0
+# Degraded mode too while a transaction older than this holds the xmin horizon: the rotation
+# still frees each partition every six seconds, but until then a claim walks the dead entries of
+# up to two periods of claims (about 400 index entries per job claimed at 5,000 jobs/s, against
+# 3 without the hold). One slot period: by then the walk has reached half its bound.
+POSITION_AFTER_HELD_S = 2.0
 # In degraded mode, a worker's claim of a queue ignores its position once this often, so jobs
 # that entered the ready set behind it (a higher priority, an earlier run_at, a row that was
 # locked) wait at most this long. Such a claim walks the whole dead prefix.
@@ -225,7 +239,8 @@ POSITION_SLACK_S = 0.25
 class ClaimMode:
     """One worker's choice between the normal claim and the positioned one (degraded mode).
 
-    `rotated(outcome)` is told every rotation result; `after(queue_id, now)` says from where to
+    `rotated(outcome, now, horizon_held=)` is told every rotation result and whether a long
+    transaction holds the xmin horizon; `after(queue_id, now)` says from where to
     claim a queue (None: a normal, full claim); `claimed(queue_id, position)` records the
     position of the last job taken. Positions are kept in normal mode too, so the first claim of
     degraded mode already skips the dead prefix.
@@ -243,6 +258,8 @@ class ClaimMode:
         self.full_every_s = full_every_s
         self.slack_s = slack_s
         self.degraded = False
+        # Why the current (or last) degraded spell began, for the worker's log line.
+        self.reason = ""
         # Claims chosen in the current (or last) degraded spell, for the log line that ends it.
         self.positioned_claims = 0
         self.full_claims = 0
@@ -250,22 +267,25 @@ class ClaimMode:
         self._positions: dict[QueueId, ClaimPosition] = {}
         self._full_at: dict[QueueId, float] = {}
 
-    def rotated(self, outcome: str, now: float) -> str | None:
-        """Record a rotation result; returns 'entered' or 'left' when the mode changes."""
+    def rotated(self, outcome: str, now: float, *, horizon_held: bool = False) -> str | None:
+        """Record a rotation result, and whether a long transaction holds the xmin horizon
+        (`horizon_held`); returns 'entered' or 'left' when the mode changes. Degraded while the
+        rotation has failed for blocked_after_s, or while the horizon is held."""
         if outcome in ("rotated", "clean"):
             self._rotated_ok_at = now
-            if self.degraded:
-                self.degraded = False
-                return "left"
+        blocked = now - self._rotated_ok_at > self.blocked_after_s
+        if blocked or horizon_held:
+            self.reason = "job_ready not rotating" if blocked else "xmin horizon held"
+        if self.degraded == (blocked or horizon_held):
             return None
-        if not self.degraded and now - self._rotated_ok_at > self.blocked_after_s:
-            self.degraded = True
-            self.positioned_claims = self.full_claims = 0
-            # The first claim of each queue in degraded mode is positioned, the next full one
-            # comes full_every_s later.
-            self._full_at = dict.fromkeys(self._positions, now)
-            return "entered"
-        return None
+        self.degraded = not self.degraded
+        if not self.degraded:
+            return "left"
+        self.positioned_claims = self.full_claims = 0
+        # The first claim of each queue in degraded mode is positioned, the next full one comes
+        # full_every_s later.
+        self._full_at = dict.fromkeys(self._positions, now)
+        return "entered"
 
     def after(self, queue_id: QueueId, now: float) -> ClaimPosition | None:
         if not self.degraded:

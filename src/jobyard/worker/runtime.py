@@ -372,7 +372,8 @@ class Worker:
             self._rotated_at = monotonic()
             async with self._pool.connection() as conn:
                 outcome = await claim.rotate_ready(conn)
-            self._note_rotation(outcome)
+                held = await claim.horizon_held(conn, held_s=claim.POSITION_AFTER_HELD_S)
+            self._note_rotation(outcome, held)
         free = self._free_slots()
         if free <= 0:
             self._saturated = True
@@ -424,21 +425,24 @@ class Worker:
             self._make_room = False
         self._saturated = free <= 0
 
-    def _note_rotation(self, outcome: str) -> None:
-        change = self._claim_mode.rotated(outcome, monotonic())
+    def _note_rotation(self, outcome: str, horizon_held: bool) -> None:
+        change = self._claim_mode.rotated(outcome, monotonic(), horizon_held=horizon_held)
         if change == "entered":
-            # A session holds job_ready (e.g. a long REPEATABLE READ reader: 'locked'), or a
-            # backlog is too large to copy ('crowded', migration 0015): its dead rows are not
-            # freed, so claims start past the last job claimed (docs/DATABASE.md).
+            # A session holds job_ready (e.g. a long REPEATABLE READ reader: 'locked'), a
+            # backlog is too large to copy ('crowded', migration 0015), or a long transaction
+            # holds the xmin horizon: dead ready rows stay in the claim index, so claims start
+            # past the last job claimed (docs/DATABASE.md).
             log.warning(
-                "claim position on: job_ready not rotating",
+                "claim position on",
+                reason=self._claim_mode.reason,
                 outcome=outcome,
+                horizon_held=horizon_held,
                 blocked_s=self._claim_mode.blocked_after_s,
                 full_claim_every_s=self._claim_mode.full_every_s,
             )
         elif change == "left":
             log.info(
-                "claim position off: job_ready rotates again",
+                "claim position off: job_ready rotates, no long transaction holds the horizon",
                 positioned_claims=self._claim_mode.positioned_claims,
                 full_claims=self._claim_mode.full_claims,
             )

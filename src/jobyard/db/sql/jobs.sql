@@ -318,6 +318,28 @@ WHERE NOT %(solo)s
 -- explain: {"wait_ms": 20, "held_ms": 1000}
 SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 
+-- name: job_claim_horizon_held
+-- Whether a transaction of this database (or a standby's walsender) older than held_s holds
+-- the xmin horizon back, by its snapshot or its own xid: then neither vacuum nor the indexes'
+-- clean-up may drop the dead ready rows of the jobs claimed since, and every claim walks them
+-- until the next rotation (up to two slot periods of claims). Autovacuum workers do not hold
+-- it. A session of another role shows no xact_start without pg_read_all_stats: not counted.
+-- explain: {"held_s": 2.0}
+SELECT EXISTS (
+    SELECT 1
+    FROM pg_stat_activity a
+    WHERE a.pid <> pg_backend_pid()
+      AND (a.datname = current_database() OR a.backend_type = 'walsender')
+      AND a.backend_type <> 'autovacuum worker'
+      AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+      AND a.xact_start < clock_timestamp() - make_interval(secs => %(held_s)s)
+) OR EXISTS (
+    SELECT 1
+    FROM pg_prepared_xacts p
+    WHERE p.database = current_database()
+      AND p.prepared < clock_timestamp() - make_interval(secs => %(held_s)s)
+) AS held
+
 -- name: job_claim_refresh_ready_stats
 -- ANALYZE the ready partitions that a backlog changed since their last analyze, so the claim's
 -- plan reads them in claim order (migration 0018); the number analyzed.
