@@ -57,6 +57,22 @@ def test_a_held_horizon_enters_at_once_though_the_rotation_works_and_its_end_lea
     assert mode.after(Q, 3.0) is None
 
 
+def test_a_held_horizon_alone_gets_a_full_claim_every_second_a_blocked_rotation_every_five() -> (
+    None
+):
+    # With the rotation working a full claim walks at most two slot periods of dead rows, so it
+    # comes often; behind a reader its walk grows with the hold, so it comes rarely.
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, full_every_held_s=1, slack_s=0, now=0)
+    mode.claimed(Q, _pos(10))
+    assert mode.rotated("rotated", 1.0, horizon_held=True) == "entered"
+    full = [t / 4 for t in range(4, 20) if mode.after(Q, t / 4) is None]
+    assert full == [2.0, 3.0, 4.0]
+    assert mode.rotated("locked", 7.0, horizon_held=True) is None  # no success since 1.0
+    assert mode.full_period_s == 5
+    full = [t / 4 for t in range(28, 72) if mode.after(Q, t / 4) is None]
+    assert full == [9.0, 14.0]
+
+
 def test_a_blocked_rotation_keeps_the_mode_after_the_horizon_is_released() -> None:
     mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
     assert mode.rotated("locked", 1.0, horizon_held=True) == "entered"

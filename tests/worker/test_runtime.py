@@ -621,7 +621,6 @@ async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_
     # claim index until its partition is rotated: the worker claims past its position while
     # the transaction lives, and normally once it ends (docs/DATABASE.md, "Claim position").
     monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 0.5)
-    monkeypatch.setattr(claim, "FULL_CLAIM_EVERY_S", 1.0)
     app = App(project=PROJECT, database_url=db_url)
     first = await app.defer("noop")  # creates project and queue
     project = ProjectId(await scalar(conn, "SELECT id FROM projects"))

@@ -229,6 +229,10 @@ POSITION_AFTER_HELD_S = 2.0
 # that entered the ready set behind it (a higher priority, an earlier run_at, a row that was
 # locked) wait at most this long. Such a claim walks the whole dead prefix.
 FULL_CLAIM_EVERY_S = 5.0
+# ... and this often when only the horizon is held: the rotation still frees each partition
+# every six seconds, so a full claim walks at most two slot periods of dead rows and can afford
+# to come often; a straggler (a higher priority enqueued behind the position) waits a second.
+FULL_CLAIM_EVERY_HELD_S = 1.0
 # A positioned claim starts this much run_at before the position: a job whose enqueue committed
 # shortly after a later job was claimed (concurrent enqueues commit out of run_at order) is still
 # taken at once, for the walk of the dead rows of that quarter second (about 200 entries a claim
@@ -251,13 +255,16 @@ class ClaimMode:
         *,
         blocked_after_s: float = POSITION_AFTER_BLOCKED_S,
         full_every_s: float = FULL_CLAIM_EVERY_S,
+        full_every_held_s: float = FULL_CLAIM_EVERY_HELD_S,
         slack_s: float = POSITION_SLACK_S,
         now: float = 0.0,
     ) -> None:
         self.blocked_after_s = blocked_after_s
         self.full_every_s = full_every_s
+        self.full_every_held_s = full_every_held_s
         self.slack_s = slack_s
         self.degraded = False
+        self._blocked = False
         # Why the current (or last) degraded spell began, for the worker's log line.
         self.reason = ""
         # Claims chosen in the current (or last) degraded spell, for the log line that ends it.
@@ -273,7 +280,7 @@ class ClaimMode:
         rotation has failed for blocked_after_s, or while the horizon is held."""
         if outcome in ("rotated", "clean"):
             self._rotated_ok_at = now
-        blocked = now - self._rotated_ok_at > self.blocked_after_s
+        blocked = self._blocked = now - self._rotated_ok_at > self.blocked_after_s
         if blocked or horizon_held:
             self.reason = "job_ready not rotating" if blocked else "xmin horizon held"
         if self.degraded == (blocked or horizon_held):
@@ -283,15 +290,20 @@ class ClaimMode:
             return "left"
         self.positioned_claims = self.full_claims = 0
         # The first claim of each queue in degraded mode is positioned, the next full one comes
-        # full_every_s later.
+        # a full period later.
         self._full_at = dict.fromkeys(self._positions, now)
         return "entered"
+
+    @property
+    def full_period_s(self) -> float:
+        """How often each queue gets a full claim in the current degraded spell."""
+        return self.full_every_s if self._blocked else self.full_every_held_s
 
     def after(self, queue_id: QueueId, now: float) -> ClaimPosition | None:
         if not self.degraded:
             return None
         position = self._positions.get(queue_id)
-        if position is None or now - self._full_at.get(queue_id, -1e18) >= self.full_every_s:
+        if position is None or now - self._full_at.get(queue_id, -1e18) >= self.full_period_s:
             self._full_at[queue_id] = now
             self.full_claims += 1
             return None

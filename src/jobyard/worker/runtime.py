@@ -133,6 +133,7 @@ class Worker:
         self._claim_mode = claim.ClaimMode(
             blocked_after_s=claim.POSITION_AFTER_BLOCKED_S,
             full_every_s=claim.FULL_CLAIM_EVERY_S,
+            full_every_held_s=claim.FULL_CLAIM_EVERY_HELD_S,
             slack_s=claim.POSITION_SLACK_S,
             now=monotonic(),
         )
@@ -438,7 +439,7 @@ class Worker:
                 outcome=outcome,
                 horizon_held=horizon_held,
                 blocked_s=self._claim_mode.blocked_after_s,
-                full_claim_every_s=self._claim_mode.full_every_s,
+                full_claim_every_s=self._claim_mode.full_period_s,
             )
         elif change == "left":
             log.info(

@@ -12,12 +12,15 @@ SELECT to_regclass('alembic_version') IS NOT NULL AS migrated
 -- The backend that holds the xmin horizon back the longest (vacuum cannot remove rows dead since
 -- it started): by its snapshot's xmin, or by its own xid (an idle transaction that wrote or took
 -- an xid holds it without a snapshot). Its age in seconds and in transactions; none when no one.
+-- Autovacuum workers are left out: a VACUUM shows a backend_xmin for as long as it runs (minutes
+-- on a large table) but does not hold the horizon, and their ANALYZE holds it only briefly.
 SELECT a.pid, a.datname, a.application_name, a.state,
        greatest(0, extract(epoch FROM now() - coalesce(a.xact_start, a.query_start)))::float8
            AS age_s,
        greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age_xids
 FROM pg_stat_activity a
 WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
+  AND a.backend_type <> 'autovacuum worker'
 ORDER BY greatest(age(a.backend_xmin), age(a.backend_xid)) DESC, a.xact_start
 LIMIT 1
 
