@@ -7,6 +7,7 @@ import asyncio
 import gc
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -576,7 +577,6 @@ async def test_a_worker_claims_past_its_position_behind_a_reader_and_loses_no_jo
     monkeypatch.setattr(claim, "FULL_CLAIM_EVERY_S", 1.0)
     app = App(project=PROJECT, database_url=db_url)
     first = await app.defer("noop")  # creates project and queue
-    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
     for slot in range(3):  # dead space in every partition: the rotation must take its lock
         await conn.execute(
             f"INSERT INTO job_ready_{slot} VALUES ({slot}, -1, -1, 0, now(), false)"  # type: ignore[arg-type]
@@ -585,30 +585,10 @@ async def test_a_worker_claims_past_its_position_behind_a_reader_and_loses_no_jo
     reader = await connect(db_url)
     await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
     await reader.execute("SELECT count(*) FROM job_ready")
-    ids = [first.id]
-    caplog.set_level(logging.INFO, logger="jobyard.worker")
     try:
-        async with running_worker(db_url, app, concurrency=10) as worker:
-            ids += await _feed(conn, project, seconds=4.0)
-            # A higher priority than anything claimed, late: behind every position.
-            urgent = await app.defer("noop", priority=10)
-            ids.append(urgent.id)
-            await eventually(lambda: _count_done(conn, len(ids)), timeout=60, interval=0.1)
-            mode = worker._claim_mode
-            assert mode.degraded
-            assert mode.positioned_claims > 0 and mode.full_claims > 0
-            await reader.rollback()
-            # The reader gone, the rotation works again and the worker claims normally.
-            await eventually(lambda: _not_degraded(worker), timeout=10, interval=0.1)
-        runs = await rows(
-            conn,
-            "SELECT job_id, count(*) AS n FROM job_executions GROUP BY job_id HAVING count(*) > 1",
+        await _claims_past_the_position_until_released(
+            db_url, conn, app, first.id, reader.rollback, "job_ready not rotating", caplog
         )
-        assert runs == []
-        assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'") == len(ids)
-        messages = [r.getMessage() for r in caplog.records]
-        assert any("claim position on" in m for m in messages), messages
-        assert any("claim position off" in m for m in messages), messages
     finally:
         await reader.rollback()
         await reader.close()
@@ -623,31 +603,47 @@ async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_
     monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 0.5)
     app = App(project=PROJECT, database_url=db_url)
     first = await app.defer("noop")  # creates project and queue
-    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
     holder = await connect(db_url)  # not autocommit: its transaction stays open
     await holder.execute("SELECT txid_current()")
-    ids = [first.id]
-    caplog.set_level(logging.INFO, logger="jobyard.worker")
     try:
-        async with running_worker(db_url, app, concurrency=10) as worker:
-            ids += await _feed(conn, project, seconds=4.0)
-            urgent = await app.defer("noop", priority=10)  # behind every position
-            ids.append(urgent.id)
-            await eventually(lambda: _count_done(conn, len(ids)), timeout=60, interval=0.1)
-            mode = worker._claim_mode
-            assert mode.degraded and mode.reason == "xmin horizon held"
-            assert mode.positioned_claims > 0 and mode.full_claims > 0
-            await holder.rollback()
-            await eventually(lambda: _not_degraded(worker), timeout=10, interval=0.1)
-        assert await scalar(conn, "SELECT count(*) FROM job_executions") == len(ids)
-        assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'") == len(ids)
-        messages = [r.getMessage() for r in caplog.records]
-        assert any("claim position on" in m and "xmin horizon held" in m for m in messages), (
-            messages
+        await _claims_past_the_position_until_released(
+            db_url, conn, app, first.id, holder.rollback, "xmin horizon held", caplog
         )
     finally:
         await holder.rollback()
         await holder.close()
+
+
+async def _claims_past_the_position_until_released(
+    db_url: str,
+    conn: Conn,
+    app: App,
+    first_id: int,
+    release: Callable[[], Awaitable[None]],
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker fed for 4 s while something holds the ready set's dead rows, then a late job of
+    a higher priority than any (behind every position): every job is done once, the worker made
+    positioned and full claims for `reason`, and it claims normally again after `release`."""
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    ids = [first_id]
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    async with running_worker(db_url, app, concurrency=10) as worker:
+        ids += await _feed(conn, project, seconds=4.0)
+        urgent = await app.defer("noop", priority=10)
+        ids.append(urgent.id)
+        await eventually(lambda: _count_done(conn, len(ids)), timeout=60, interval=0.1)
+        mode = worker._claim_mode
+        assert mode.degraded and mode.reason == reason
+        assert mode.positioned_claims > 0 and mode.full_claims > 0
+        await release()
+        await eventually(lambda: _not_degraded(worker), timeout=10, interval=0.1)
+    assert await scalar(conn, "SELECT count(*) FROM job_executions") == len(ids)
+    assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'done'") == len(ids)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("claim position on" in m for m in messages), messages
+    assert any("claim position off" in m for m in messages), messages
 
 
 async def _feed(conn: Conn, project: ProjectId, *, seconds: float) -> list[int]:
