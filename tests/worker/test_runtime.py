@@ -606,8 +606,11 @@ async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_
     holder = await connect(db_url)  # not autocommit: its transaction stays open
     await holder.execute("SELECT txid_current()")
     try:
-        await _claims_past_the_position_until_released(
+        messages = await _claims_past_the_position_until_released(
             db_url, conn, app, first.id, holder.rollback, "xmin horizon held", caplog
+        )
+        assert any("claim position on" in m and "xmin horizon held" in m for m in messages), (
+            messages
         )
     finally:
         await holder.rollback()
@@ -622,10 +625,11 @@ async def _claims_past_the_position_until_released(
     release: Callable[[], Awaitable[None]],
     reason: str,
     caplog: pytest.LogCaptureFixture,
-) -> None:
+) -> list[str]:
     """A worker fed for 4 s while something holds the ready set's dead rows, then a late job of
     a higher priority than any (behind every position): every job is done once, the worker made
-    positioned and full claims for `reason`, and it claims normally again after `release`."""
+    positioned and full claims for `reason`, and it claims normally again after `release`. The
+    worker's log messages."""
     project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
     ids = [first_id]
     caplog.set_level(logging.INFO, logger="jobyard.worker")
@@ -644,6 +648,7 @@ async def _claims_past_the_position_until_released(
     messages = [r.getMessage() for r in caplog.records]
     assert any("claim position on" in m for m in messages), messages
     assert any("claim position off" in m for m in messages), messages
+    return messages
 
 
 async def _feed(conn: Conn, project: ProjectId, *, seconds: float) -> list[int]:
