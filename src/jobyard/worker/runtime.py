@@ -333,8 +333,11 @@ class Worker:
     async def _claim_loop(self) -> None:
         backoff = Backoff("claim")
         while not self._drain_requested.is_set():
+            # asyncio.timeout, not wait_for: wait_for runs the wait in a task of its own, one
+            # more trip through the event loop between a NOTIFY and the claim it wakes.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.config.poll_interval_s)
+                async with asyncio.timeout(self.config.poll_interval_s):
+                    await self._wake.wait()
             self._wake.clear()
             if self._drain_requested.is_set():
                 break
@@ -366,15 +369,29 @@ class Worker:
             self._wake.set()
 
     async def _claim_round(self) -> None:
-        assert self._pool is not None
+        await self._claim_queues()
         if monotonic() - self._rotated_at >= claim.ROTATE_EVERY_S:
-            # Workers rotate the ready set too, so a cluster without a scheduler stays flat; the
-            # database elects one rotation at a time, and a no-op costs one short statement.
-            self._rotated_at = monotonic()
-            async with self._pool.connection() as conn:
-                outcome = await claim.rotate_ready(conn)
-                held = await claim.horizon_held(conn, held_s=claim.POSITION_AFTER_HELD_S)
-            self._note_rotation(outcome, held)
+            # After the claims, so the job that woke this round does not wait for the rotation;
+            # the claim mode it sets holds from the next round on.
+            await self._rotate_ready()
+
+    async def _rotate_ready(self) -> None:
+        # Workers rotate the ready set too, so a cluster without a scheduler stays flat; the
+        # database elects one rotation at a time, and a no-op costs one short statement.
+        assert self._pool is not None
+        self._rotated_at = monotonic()
+        async with self._pool.connection() as conn:
+            outcome = await claim.rotate_ready(conn)
+            held = await claim.horizon_held(conn, held_s=claim.POSITION_AFTER_HELD_S)
+        self._note_rotation(outcome, held)
+        if outcome == "rotated":
+            # The TRUNCATE invalidated the claim's cached plan. Claim again at once, so that
+            # this process replans now (about a millisecond) rather than in the claim that the
+            # next job's NOTIFY wakes.
+            self._wake.set()
+
+    async def _claim_queues(self) -> None:
+        assert self._pool is not None
         free = self._free_slots()
         if free <= 0:
             self._saturated = True
