@@ -67,7 +67,9 @@ def test_a_held_horizon_alone_gets_a_full_claim_every_second_a_blocked_rotation_
     assert mode.rotated("rotated", 1.0, horizon_held=True) == "entered"
     full = [t / 4 for t in range(4, 20) if mode.after(Q, t / 4) is None]
     assert full == [2.0, 3.0, 4.0]
-    assert mode.rotated("locked", 7.0, horizon_held=True) is None  # no success since 1.0
+    # No success since 1.0: the reason, and the period with it, change (the worker logs it).
+    assert mode.rotated("locked", 7.0, horizon_held=True) == "changed"
+    assert mode.reason == "job_ready not rotating"
     assert mode.full_period_s == 5
     full = [t / 4 for t in range(28, 72) if mode.after(Q, t / 4) is None]
     assert full == [9.0, 14.0]
@@ -76,9 +78,23 @@ def test_a_held_horizon_alone_gets_a_full_claim_every_second_a_blocked_rotation_
 def test_a_blocked_rotation_keeps_the_mode_after_the_horizon_is_released() -> None:
     mode = ClaimMode(blocked_after_s=5, full_every_s=5, slack_s=1, now=0)
     assert mode.rotated("locked", 1.0, horizon_held=True) == "entered"
-    assert mode.rotated("locked", 6.0, horizon_held=False) is None
+    assert mode.rotated("locked", 6.0, horizon_held=False) == "changed"
     assert mode.degraded and mode.reason == "job_ready not rotating"
+    assert mode.rotated("locked", 6.5, horizon_held=False) is None
     assert mode.rotated("rotated", 7.0, horizon_held=False) == "left"
+
+
+def test_a_spell_says_when_its_reason_changes_back_and_keeps_it_while_it_holds() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, full_every_held_s=1, slack_s=1, now=0)
+    assert mode.rotated("locked", 6.0, horizon_held=False) == "entered"
+    assert (mode.reason, mode.full_period_s) == ("job_ready not rotating", 5)
+    # The reader ends and the rotation works again, but a transaction still holds the horizon.
+    assert mode.rotated("rotated", 7.0, horizon_held=True) == "changed"
+    assert (mode.reason, mode.full_period_s) == ("xmin horizon held", 1)
+    assert mode.rotated("clean", 8.0, horizon_held=True) is None
+    assert mode.rotated("clean", 9.0, horizon_held=False) == "left"
+    # The last spell's reason stays readable after it ends.
+    assert mode.reason == "xmin horizon held"
 
 
 def test_degraded_mode_claims_past_the_position_with_a_full_claim_every_period() -> None:

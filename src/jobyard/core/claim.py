@@ -276,18 +276,24 @@ class ClaimMode:
 
     def rotated(self, outcome: str, now: float, *, horizon_held: bool = False) -> str | None:
         """Record a rotation result, and whether a long transaction holds the xmin horizon
-        (`horizon_held`); returns 'entered' or 'left' when the mode changes. Degraded while the
+        (`horizon_held`); returns 'entered' or 'left' when the mode changes, and 'changed' when
+        a degraded spell's reason (and with it `full_period_s`) changes. Degraded while the
         rotation has failed for blocked_after_s, or while the horizon is held."""
         if outcome in ("rotated", "clean"):
             self._rotated_ok_at = now
         blocked = self._blocked = now - self._rotated_ok_at > self.blocked_after_s
-        if blocked or horizon_held:
-            self.reason = "job_ready not rotating" if blocked else "xmin horizon held"
-        if self.degraded == (blocked or horizon_held):
-            return None
+        reason = (
+            "job_ready not rotating" if blocked else "xmin horizon held" if horizon_held else ""
+        )
+        if self.degraded == bool(reason):
+            if not self.degraded or reason == self.reason:
+                return None
+            self.reason = reason
+            return "changed"
         self.degraded = not self.degraded
         if not self.degraded:
             return "left"
+        self.reason = reason
         self.positioned_claims = self.full_claims = 0
         # The first claim of each queue in degraded mode is positioned, the next full one comes
         # a full period later.

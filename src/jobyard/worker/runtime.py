@@ -458,6 +458,16 @@ class Worker:
                 blocked_s=self._claim_mode.blocked_after_s,
                 full_claim_every_s=self._claim_mode.full_period_s,
             )
+        elif change == "changed":
+            # E.g. a held horizon, then a reader that blocks the rotation too: the full-claim
+            # period changes with the reason.
+            log.warning(
+                "claim position reason changed",
+                reason=self._claim_mode.reason,
+                outcome=outcome,
+                horizon_held=horizon_held,
+                full_claim_every_s=self._claim_mode.full_period_s,
+            )
         elif change == "left":
             log.info(
                 "claim position off: job_ready rotates, no long transaction holds the horizon",
