@@ -165,3 +165,40 @@ def test_the_position_is_the_last_job_in_claim_order_not_a_suspect() -> None:
     got = _parse([_row(3, 0, 1.0), flag])
     assert got.suspect_waiting and got.position == ClaimPosition(0, T0 + timedelta(seconds=1), 3)
     assert _parse([]).position is None
+
+
+def test_a_slow_full_claim_stretches_the_wait_for_the_next_one() -> None:
+    # Behind a backlog the walk of a full claim grows; full claims then come at most every
+    # full_cost_factor times their own duration, so they keep a twentieth of the worker's time.
+    mode = ClaimMode(
+        blocked_after_s=5, full_every_s=5, full_every_held_s=1, full_cost_factor=20, slack_s=0
+    )
+    mode.claimed(Q, _pos(10))
+    assert mode.rotated("rotated", 0.0, horizon_held=True) == "entered"
+    assert mode.after(Q, 1.0) is None  # a full claim, which took half a second
+    mode.claimed(Q, _pos(20), took_s=0.5)
+    assert mode.full_period_of(Q) == 10.0
+    assert mode.slowest_full_claim_s == 0.5
+    full = [t / 2 for t in range(3, 30) if mode.after(Q, t / 2) is None]
+    assert full == [11.0]
+    # A positioned claim's duration does not count; the next full one was quick again.
+    mode.claimed(Q, _pos(30), took_s=0.01)
+    assert mode.full_period_of(Q) == 1.0
+    assert mode.after(Q, 11.5) is not None
+    mode.claimed(Q, _pos(31), took_s=3.0)
+    assert mode.full_period_of(Q) == 1.0
+    assert mode.after(Q, 12.0) is None
+
+
+def test_a_new_spell_forgets_the_last_spells_slow_full_claims() -> None:
+    mode = ClaimMode(blocked_after_s=5, full_every_s=5, full_every_held_s=1, slack_s=0)
+    mode.claimed(Q, _pos(10))
+    assert mode.rotated("rotated", 0.0, horizon_held=True) == "entered"
+    assert mode.after(Q, 1.0) is None
+    mode.claimed(Q, _pos(20), took_s=2.0)
+    assert mode.full_period_of(Q) == 40.0
+    assert mode.rotated("rotated", 2.0, horizon_held=False) == "left"
+    assert mode.slowest_full_claim_s == 2.0  # still readable for the log line of the end
+    assert mode.rotated("rotated", 3.0, horizon_held=True) == "entered"
+    assert mode.full_period_of(Q) == 1.0
+    assert mode.slowest_full_claim_s == 0.0

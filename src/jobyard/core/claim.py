@@ -233,6 +233,11 @@ FULL_CLAIM_EVERY_S = 5.0
 # every six seconds, so a full claim walks at most two slot periods of dead rows and can afford
 # to come often; a straggler (a higher priority enqueued behind the position) waits a second.
 FULL_CLAIM_EVERY_HELD_S = 1.0
+# ... but never more often than this many times its own last duration: a full claim walks every
+# dead entry before the first live one, and behind a backlog (a 'crowded' partition is not
+# truncated) that walk grows with the hold. Full claims then take at most about a twentieth of
+# the worker's time, and the positioned claims, which carry the throughput, keep the rest.
+FULL_CLAIM_COST_FACTOR = 20.0
 # A positioned claim starts this much run_at before the position: a job whose enqueue committed
 # shortly after a later job was claimed (concurrent enqueues commit out of run_at order) is still
 # taken at once, for the walk of the dead rows of that quarter second (about 200 entries a claim
@@ -256,12 +261,14 @@ class ClaimMode:
         blocked_after_s: float = POSITION_AFTER_BLOCKED_S,
         full_every_s: float = FULL_CLAIM_EVERY_S,
         full_every_held_s: float = FULL_CLAIM_EVERY_HELD_S,
+        full_cost_factor: float = FULL_CLAIM_COST_FACTOR,
         slack_s: float = POSITION_SLACK_S,
         now: float = 0.0,
     ) -> None:
         self.blocked_after_s = blocked_after_s
         self.full_every_s = full_every_s
         self.full_every_held_s = full_every_held_s
+        self.full_cost_factor = full_cost_factor
         self.slack_s = slack_s
         self.degraded = False
         self._blocked = False
@@ -270,9 +277,15 @@ class ClaimMode:
         # Claims chosen in the current (or last) degraded spell, for the log line that ends it.
         self.positioned_claims = 0
         self.full_claims = 0
+        # The longest full claim of the current (or last) spell, in seconds.
+        self.slowest_full_claim_s = 0.0
         self._rotated_ok_at = now
         self._positions: dict[QueueId, ClaimPosition] = {}
         self._full_at: dict[QueueId, float] = {}
+        # How long each queue's last full claim of this spell took, and which queues have a full
+        # claim under way (after() said None, claimed() has not reported yet).
+        self._full_took: dict[QueueId, float] = {}
+        self._full_pending: set[QueueId] = set()
 
     def rotated(self, outcome: str, now: float, *, horizon_held: bool = False) -> str | None:
         """Record a rotation result, and whether a long transaction holds the xmin horizon
@@ -295,6 +308,9 @@ class ClaimMode:
             return "left"
         self.reason = reason
         self.positioned_claims = self.full_claims = 0
+        self.slowest_full_claim_s = 0.0
+        self._full_took.clear()
+        self._full_pending.clear()
         # The first claim of each queue in degraded mode is positioned, the next full one comes
         # a full period later.
         self._full_at = dict.fromkeys(self._positions, now)
@@ -305,18 +321,34 @@ class ClaimMode:
         """How often each queue gets a full claim in the current degraded spell."""
         return self.full_every_s if self._blocked else self.full_every_held_s
 
+    def full_period_of(self, queue_id: QueueId) -> float:
+        """The wait between two full claims of a queue: the spell's period, stretched to
+        full_cost_factor times the last full claim's duration when that walk is long."""
+        took = self._full_took.get(queue_id, 0.0)
+        return max(self.full_period_s, self.full_cost_factor * took)
+
     def after(self, queue_id: QueueId, now: float) -> ClaimPosition | None:
         if not self.degraded:
             return None
         position = self._positions.get(queue_id)
-        if position is None or now - self._full_at.get(queue_id, -1e18) >= self.full_period_s:
+        last_full = self._full_at.get(queue_id, -1e18)
+        if position is None or now - last_full >= self.full_period_of(queue_id):
             self._full_at[queue_id] = now
+            self._full_pending.add(queue_id)
             self.full_claims += 1
             return None
         self.positioned_claims += 1
         return position.lowered(self.slack_s)
 
-    def claimed(self, queue_id: QueueId, position: ClaimPosition | None) -> None:
+    def claimed(
+        self, queue_id: QueueId, position: ClaimPosition | None, *, took_s: float = 0.0
+    ) -> None:
+        """Record a claim of `queue_id`: the position of the last job it took, and how long it
+        took (`took_s`), which counts when after() had asked for a full claim."""
+        if queue_id in self._full_pending:
+            self._full_pending.discard(queue_id)
+            self._full_took[queue_id] = took_s
+            self.slowest_full_claim_s = max(self.slowest_full_claim_s, took_s)
         # The last job taken, also after a full claim: one that found jobs behind the position
         # moves it back to them, so a burst of them is worked through by positioned claims.
         if position is not None:

@@ -409,6 +409,8 @@ class Worker:
                 # pause (and the limit) itself, so a change holds from the next claim on.
                 # Claim and start in one statement (queued → claimed → running): one round
                 # trip and one commit, and a dropped connection leaves the jobs queued.
+                after = self._claim_mode.after(queue.id, monotonic())
+                started = monotonic()
                 got = await claim.claim(
                     conn,
                     queue,
@@ -417,9 +419,10 @@ class Worker:
                     lease_s=self.config.lease_s,
                     start=True,
                     solo=solo,
-                    after=self._claim_mode.after(queue.id, monotonic()),
+                    after=after,
                 )
-                self._claim_mode.claimed(queue.id, got.position)
+                took_s = monotonic() - started
+                self._claim_mode.claimed(queue.id, got.position, took_s=took_s)
                 for job in got.jobs:
                     self._dispatch(job, queue.name)
                     if job.suspect:
@@ -473,6 +476,7 @@ class Worker:
                 "claim position off: job_ready rotates, no long transaction holds the horizon",
                 positioned_claims=self._claim_mode.positioned_claims,
                 full_claims=self._claim_mode.full_claims,
+                slowest_full_claim_s=round(self._claim_mode.slowest_full_claim_s, 3),
             )
 
     # ------------------------------------------------------------------ execute
