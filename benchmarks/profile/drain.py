@@ -23,11 +23,13 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from profiling_server import start_with
+
 from jobyard.benchmarks import scenarios
 from jobyard.benchmarks.processes import WorkerProcesses
 from jobyard.core import claim, enqueue, projects
 from jobyard.db import embedded, run, testing
-from jobyard.db.pool import connect, connect_sync
+from jobyard.db.pool import connect
 from jobyard.domain import limits
 from jobyard.domain.schemas import BatchCreate, BatchItem
 
@@ -38,22 +40,6 @@ OUT: Final = ROOT / ".jobyard" / "profile"
 
 def log(message: str) -> None:
     print(f"[profile] {message}", file=sys.stderr, flush=True)
-
-
-def start_server() -> str:
-    url = embedded.start(DATA_DIR)
-    with connect_sync(url, autocommit=True) as conn:
-        loaded = conn.execute("SELECT current_setting('shared_preload_libraries') AS s").fetchone()
-        if not loaded or "pg_stat_statements" not in str(loaded["s"]):
-            conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-            conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")
-            restart = True
-        else:
-            restart = False
-    if restart:
-        embedded.stop(DATA_DIR)
-        url = embedded.start(DATA_DIR)
-    return url
 
 
 async def prefill(url: str, jobs: int) -> int:
@@ -135,7 +121,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     args = parser.parse_args()
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    admin_url = start_server()
+    admin_url = start_with(
+        DATA_DIR,
+        {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"},
+    )
     template = testing.ensure_template(admin_url)
     url = testing.create_clone(admin_url, template, "jy_profile_")
     try:

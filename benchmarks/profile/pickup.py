@@ -35,11 +35,13 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from profiling_server import start_with
+
 from jobyard.benchmarks import harness, scenarios
 from jobyard.benchmarks.processes import WorkerProcesses
 from jobyard.core import enqueue
 from jobyard.db import embedded, testing
-from jobyard.db.pool import connect, connect_sync
+from jobyard.db.pool import connect
 from jobyard.domain.schemas import JobCreate
 
 ROOT: Final = Path(__file__).resolve().parent.parent.parent
@@ -51,17 +53,6 @@ SIZES: Final = harness.FULL
 
 def log(message: str) -> None:
     print(f"[pickup] {message}", file=sys.stderr, flush=True)
-
-
-def start_server() -> str:
-    url = embedded.start(DATA_DIR)
-    with connect_sync(url, autocommit=True) as conn:
-        row = conn.execute("SELECT current_setting('track_commit_timestamp') AS on").fetchone()
-        if row and row["on"] == "on":
-            return url
-        conn.execute("ALTER SYSTEM SET track_commit_timestamp = on")
-    embedded.stop(DATA_DIR)
-    return embedded.start(DATA_DIR)
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -194,7 +185,7 @@ def main() -> None:
         return
     if args.pgqueuer and not PEER_PYTHON.exists():
         parser.error(f"{PEER_PYTHON} is missing: run `make bench-peers` once to build it")
-    url = start_server()
+    url = start_with(DATA_DIR, {"track_commit_timestamp": "on"})
     sides: list[tuple[str, Any]] = []
     if args.base:
         base = str(args.base.resolve() / "src")

@@ -448,27 +448,19 @@ class Worker:
 
     def _note_rotation(self, outcome: str, horizon_held: bool) -> None:
         change = self._claim_mode.rotated(outcome, monotonic(), horizon_held=horizon_held)
-        if change == "entered":
+        if change in ("entered", "changed"):
             # A session holds job_ready (e.g. a long REPEATABLE READ reader: 'locked'), a
             # backlog is too large to copy ('crowded', migration 0015), or a long transaction
             # holds the xmin horizon: dead ready rows stay in the claim index, so claims start
-            # past the last job claimed (docs/DATABASE.md).
+            # past the last job claimed (docs/DATABASE.md). A spell whose reason changes (a
+            # held horizon, then a reader that blocks the rotation too) says so: the full-claim
+            # period changes with the reason.
             log.warning(
-                "claim position on",
+                "claim position on" if change == "entered" else "claim position reason changed",
                 reason=self._claim_mode.reason,
                 outcome=outcome,
                 horizon_held=horizon_held,
                 blocked_s=self._claim_mode.blocked_after_s,
-                full_claim_every_s=self._claim_mode.full_period_s,
-            )
-        elif change == "changed":
-            # E.g. a held horizon, then a reader that blocks the rotation too: the full-claim
-            # period changes with the reason.
-            log.warning(
-                "claim position reason changed",
-                reason=self._claim_mode.reason,
-                outcome=outcome,
-                horizon_held=horizon_held,
                 full_claim_every_s=self._claim_mode.full_period_s,
             )
         elif change == "left":
