@@ -248,13 +248,17 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # The horizon stays where the hold took it while transactions go on: its age grows…
     assert hold_ages[-1] > hold_ages[0] > 0, hold_ages
     assert min(hold_ages) == hold_ages[0], hold_ages
-    # …and drops as soon as it is released. The samples report whoever holds the horizon. They
-    # used to count autovacuum workers too, whose VACUUM shows an old backend_xmin while it runs
-    # (PostgreSQL 15 in CI: [31, 737, 93, …] in a hold, [1, 1375, 0, 1] and [0, 0, 0, 1453]
-    # after one); the sample now leaves them out, as the health query does. The test still asks
-    # for the trend, not every sample.
-    assert recovery_ages[0] < hold_ages[-1], (hold_ages, recovery_ages)
-    assert recovery_ages[-1] < hold_ages[-1], (hold_ages, recovery_ages)
+    # …and drops as soon as it is released. The samples report whoever holds the horizon, and
+    # on a shared server that is not only this run: a snapshot's xmin is the oldest xid running
+    # anywhere in the cluster, so a statement of this database's workers that starts while a
+    # test in another database holds a transaction shows that transaction's age (PostgreSQL 15
+    # in CI, two test processes: [1, 1375, 0, 1], [0, 0, 0, 1453] and [1, 1, 0, 1433] after a
+    # release). Autovacuum workers, whose VACUUM shows an old backend_xmin while it runs, are left
+    # out by the sample itself, as by the health query. So the test asks for the trend: most
+    # samples after the release are below the hold's last.
+    assert recovery_ages[0] < hold_ages[-1] or recovery_ages[1] < hold_ages[-1], recovery_ages
+    below = [age < hold_ages[-1] for age in recovery_ages]
+    assert sum(below) > len(below) / 2, (hold_ages, recovery_ages)
     assert summary["hold"]["max_xmin_age"] == max(hold_ages)
     assert "Back to baseline" in block and "Targets (issue 15, point 1)" in block
 
