@@ -226,6 +226,7 @@ def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
         (["--no-idle", "--readers", "2"], "pressure-readers"),  # REPEATABLE READ readers alone
     ],
 )
+@pytest.mark.xdist_group("horizon")
 def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     pg_admin_url: str, tmp_path: Path, hold: list[str], name: str
 ) -> None:
@@ -254,11 +255,12 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # test in another database holds a transaction shows that transaction's age (PostgreSQL 15
     # in CI, two test processes: [1, 1375, 0, 1], [0, 0, 0, 1453] and [1, 1, 0, 1433] after a
     # release). Autovacuum workers, whose VACUUM shows an old backend_xmin while it runs, are left
-    # out by the sample itself, as by the health query. So the test asks for the trend: most
-    # samples after the release are below the hold's last.
-    assert recovery_ages[0] < hold_ages[-1] or recovery_ages[1] < hold_ages[-1], recovery_ages
-    below = [age < hold_ages[-1] for age in recovery_ages]
-    assert sum(below) > len(below) / 2, (hold_ages, recovery_ages)
+    # out by the sample itself, as by the health query. The two variants of this test run in
+    # one xdist group, so that one's hold cannot fall in the other's recovery ([1340, 0, 0,
+    # 1430] when they did); other tests may still hold an xid for a moment. So the test asks
+    # that the age falls below the hold's last once the hold is released, and a hold never
+    # released (its age only grows) still fails it.
+    assert min(recovery_ages) < hold_ages[-1], (hold_ages, recovery_ages)
     assert summary["hold"]["max_xmin_age"] == max(hold_ages)
     assert "Back to baseline" in block and "Targets (issue 15, point 1)" in block
 
