@@ -37,6 +37,10 @@ class DbHealth:
         return float(self.xmin_holder["age_s"]) if self.xmin_holder else 0.0
 
     @property
+    def xmin_holder_text(self) -> str:
+        return describe_holder(self.xmin_holder) if self.xmin_holder else ""
+
+    @property
     def xmin_warning(self) -> bool:
         return self.xmin_age_s > self.xmin_warn_s
 
@@ -51,11 +55,9 @@ class DbHealth:
     def warnings(self) -> list[str]:
         found = []
         if self.xmin_warning and self.xmin_holder is not None:
-            h = self.xmin_holder
             found.append(
-                f"a transaction (pid {h['pid']}, {h['application_name'] or 'no application'}, "
-                f"{h['state']}) has held the xmin horizon for {self.xmin_age_s:.0f} s: "
-                "vacuum cannot reclaim dead rows until it ends"
+                f"{describe_holder(self.xmin_holder)} has held the xmin horizon for "
+                f"{self.xmin_age_s:.0f} s: vacuum cannot reclaim dead rows until it ends"
             )
         for r in self.relations:
             if self.relation_warning(r):
@@ -69,6 +71,19 @@ class DbHealth:
                     f"({r['dead']} dead tuples){blocked}"
                 )
         return found
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """Who holds the horizon, in words an operator can act on: which session (pid, database,
+    application, state) or which prepared transaction, and what it holds (migration 0019)."""
+    if holder["held_by"] == "prepared":
+        return f"a {holder['application_name']} in database {holder['database']}"
+    what = {"xid": "a transaction", "snapshot": "a snapshot", "standby": "a standby's snapshot"}
+    return (
+        f"{what.get(str(holder['held_by']), 'a session')} (pid {holder['pid']}, database "
+        f"{holder['database'] or '-'}, {holder['application_name'] or 'no application'}, "
+        f"{holder['state'] or 'state hidden'})"
+    )
 
 
 async def read(conn: Conn, *, xmin_warn_s: float, dead_ratio_warn: float) -> DbHealth:

@@ -5,20 +5,13 @@
 -- pattern and by write activity, so the same queries measure any storage design.
 
 -- name: bench_timeline_sample
--- Database clock, the age of the oldest transaction holding the xmin horizon (by its snapshot's
--- xmin or by its own xid, in transactions and seconds; this session and autovacuum workers left
--- out: a VACUUM shows a backend_xmin while it runs but does not hold the horizon), executions so
--- far.
+-- Database clock, the age of the oldest hold on this database's xmin horizon (in transactions
+-- and seconds; who holds it is the view of migration 0019, which the workers' claim rule and the
+-- health probe read too), executions so far.
 SELECT clock_timestamp() AS at,
-       (SELECT max(greatest(age(a.backend_xmin), age(a.backend_xid)))::bigint
-        FROM pg_stat_activity a
-        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-          AND a.backend_type <> 'autovacuum worker') AS xmin_age,
-       (SELECT extract(epoch FROM clock_timestamp() - min(a.xact_start))::float8
-        FROM pg_stat_activity a
-        WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
-          AND a.backend_type <> 'autovacuum worker'
-          AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)) AS oldest_xact_s,
+       (SELECT max(h.xmin_age_xids) FROM xmin_horizon_holders h) AS xmin_age,
+       (SELECT extract(epoch FROM clock_timestamp() - min(h.since))::float8
+        FROM xmin_horizon_holders h) AS oldest_xact_s,
        (SELECT coalesce(max(id), 0) FROM job_executions) AS executions
 
 -- name: bench_timeline_relations

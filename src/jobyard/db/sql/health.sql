@@ -9,19 +9,14 @@ SELECT version_num FROM alembic_version
 SELECT to_regclass('alembic_version') IS NOT NULL AS migrated
 
 -- name: health_xmin_holder
--- The backend that holds the xmin horizon back the longest (vacuum cannot remove rows dead since
--- it started): by its snapshot's xmin, or by its own xid (an idle transaction that wrote or took
--- an xid holds it without a snapshot). Its age in seconds and in transactions; none when no one.
--- Autovacuum workers are left out: a VACUUM shows a backend_xmin for as long as it runs (minutes
--- on a large table) but does not hold the horizon, and their ANALYZE holds it only briefly.
-SELECT a.pid, a.datname, a.application_name, a.state,
-       greatest(0, extract(epoch FROM now() - coalesce(a.xact_start, a.query_start)))::float8
-           AS age_s,
-       greatest(age(a.backend_xmin), age(a.backend_xid))::bigint AS xmin_age_xids
-FROM pg_stat_activity a
-WHERE (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL) AND a.pid <> pg_backend_pid()
-  AND a.backend_type <> 'autovacuum worker'
-ORDER BY greatest(age(a.backend_xmin), age(a.backend_xid)) DESC, a.xact_start
+-- The holder of this database's xmin horizon that keeps it back the furthest (vacuum cannot
+-- remove rows dead since): a session or prepared transaction, from the view of migration 0019,
+-- with its age in seconds and in transactions; none when no one holds it.
+SELECT h.pid, h.database, h.application_name, h.state, h.held_by,
+       greatest(0, extract(epoch FROM clock_timestamp() - h.since))::float8 AS age_s,
+       h.xmin_age_xids
+FROM xmin_horizon_holders h
+ORDER BY h.xmin_age_xids DESC NULLS LAST, h.since
 LIMIT 1
 
 -- name: health_dead_tuples

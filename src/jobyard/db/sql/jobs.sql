@@ -321,26 +321,13 @@ SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 -- name: job_claim_horizon_held
 -- Whether a transaction older than held_s holds this database's xmin horizon back: then neither
 -- vacuum nor the indexes' clean-up may drop the dead ready rows of the jobs claimed since, and
--- every claim walks them until the next rotation (up to two slot periods of claims). It counts
--- a session of this database (or a standby's walsender) with a snapshot or an xid; a session of
--- any database with an xid, since every snapshot taken anywhere on the server, the claim's own
--- included, keeps that xid's rows (a snapshot without an xid elsewhere does not); and a prepared
--- transaction of any database, which holds its xid too. Autovacuum workers do not hold it. A
--- session of another role shows no xact_start without pg_read_all_stats: not counted.
+-- every claim walks them until the next rotation (up to two slot periods of claims). Who counts
+-- (an xid of any database, a snapshot of this one, a standby, a prepared transaction) is the
+-- view of migration 0019. A holder whose start this role may not read is not counted.
 -- explain: {"held_s": 2.0}
 SELECT EXISTS (
-    SELECT 1
-    FROM pg_stat_activity a
-    WHERE a.pid <> pg_backend_pid()
-      AND a.backend_type <> 'autovacuum worker'
-      AND (a.backend_xid IS NOT NULL
-           OR (a.backend_xmin IS NOT NULL
-               AND (a.datname = current_database() OR a.backend_type = 'walsender')))
-      AND a.xact_start < clock_timestamp() - make_interval(secs => %(held_s)s)
-) OR EXISTS (
-    SELECT 1
-    FROM pg_prepared_xacts p
-    WHERE p.prepared < clock_timestamp() - make_interval(secs => %(held_s)s)
+    SELECT 1 FROM xmin_horizon_holders h
+    WHERE h.since < clock_timestamp() - make_interval(secs => %(held_s)s)
 ) AS held
 
 -- name: job_claim_refresh_ready_stats
