@@ -61,7 +61,12 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 async def split(url: str) -> dict[str, float]:
-    """The pickup scenario with each enqueue's commit time known: commit → claim start."""
+    """The pickup scenario with each enqueue's commit time known: commit → claim start.
+
+    It repeats scenarios.pickup with its own enqueue, and calls that module's private helpers
+    on purpose: with `--base` this function runs on another commit's package, so it may only
+    use what older commits have too. A public hook added to scenarios.pickup now would not
+    exist in the bases it is meant to measure."""
     conn = await connect(url, autocommit=True)
     workers = WorkerProcesses(url, scenarios.PROJECT, scenarios.QUEUE, SIZES.pickup_concurrency, 1)
     xids: dict[int, str] = {}

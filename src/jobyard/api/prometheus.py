@@ -164,7 +164,7 @@ class SnapshotCollector(Collector):
         h = self.health
         yield GaugeMetricFamily(
             "jobyard_db_oldest_xmin_age_seconds",
-            "Age of the oldest transaction holding the xmin horizon (0 when none).",
+            "Age of the hold that keeps this database's xmin horizon furthest back (0 when none).",
             value=h.xmin_age_s,
         )
         yield GaugeMetricFamily(
