@@ -76,6 +76,9 @@ async def test_health_gauges_show_a_held_xmin_and_dead_tuples(
         samples = _samples((await client.get("/metrics")).text)
         assert samples[("jobyard_db_oldest_xmin_age_seconds", ())] >= 1.0
         assert samples[("jobyard_db_oldest_xmin_age_transactions", ())] >= 0
+        assert samples[("jobyard_db_xmin_horizon_holders", (("held_by", "xid"),))] >= 1
+        # Every kind keeps its series at 0, so a graph of it does not break off.
+        assert ("jobyard_db_xmin_horizon_holders", (("held_by", "prepared"),)) in samples
     finally:
         await holder.rollback()
         await holder.close()

@@ -172,6 +172,15 @@ class SnapshotCollector(Collector):
             "Transactions since the oldest held xmin (how far vacuum lags behind).",
             value=float(h.xmin_holder["xmin_age_xids"]) if h.xmin_holder else 0.0,
         )
+        holders = GaugeMetricFamily(
+            "jobyard_db_xmin_horizon_holders",
+            "Sessions and prepared transactions holding this database's xmin horizon, by what "
+            "they hold (xid, snapshot, standby, prepared).",
+            labels=["held_by"],
+        )
+        for held_by, count in sorted(h.holders_by_kind.items()):
+            holders.add_metric([held_by], float(count))
+        yield holders
         ratio = GaugeMetricFamily(
             "jobyard_db_dead_tuple_ratio",
             "Dead tuples / (live + dead) of the busiest tables (jobs always included).",

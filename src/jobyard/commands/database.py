@@ -1,4 +1,4 @@
-"""`jobyard db start|stop|status|url|dump|explain|reset`, `jobyard migrate`, `jobyard seed`."""
+"""`jobyard db start|stop|status|health|url|dump|explain|reset`, `jobyard migrate`, `seed`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table
 
 from jobyard.commands.common import (
     DataDir,
@@ -14,11 +15,13 @@ from jobyard.commands.common import (
     load_settings,
     open_database,
     out,
+    run_with_conn,
     typer_app,
 )
+from jobyard.core import db_health
 from jobyard.db import diagnose, dump, embedded, explain, migrate
 from jobyard.db.locate import locate
-from jobyard.db.pool import connect_sync
+from jobyard.db.pool import Conn, connect_sync
 from jobyard.db.resolve import head_revision, schema_revision
 from jobyard.db.seed import seed_demo
 
@@ -66,6 +69,65 @@ def db_status(data_dir: DataDir = None) -> None:
     head = head_revision()
     state = "at head" if current == head else f"behind (run `jobyard migrate`; head is {head})"
     out.print(f"schema revision: {current or 'none'} — {state}")
+
+
+@db_app.command("health")
+def db_health_cmd(data_dir: DataDir = None) -> None:
+    """Who holds the xmin horizon back and how dead the busiest tables are, with the dashboard's
+    warnings; exits 1 when there is a warning (thresholds: JOBYARD_HEALTH_*)."""
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> db_health.DbHealth:
+        return await db_health.read(
+            conn,
+            xmin_warn_s=settings.health_xmin_warn_s,
+            dead_ratio_warn=settings.health_dead_ratio_warn,
+        )
+
+    health = run_with_conn(url, work)
+    if not health.xmin_holders:
+        out.print("xmin horizon: nobody holds it back")
+    else:
+        out.print(
+            f"xmin horizon: held back by {len(health.xmin_holders)} "
+            f"(warn past {_duration(health.xmin_warn_s)}; the first is the one vacuum waits for)"
+        )
+        holders = Table("held by", "pid", "database", "application", "state", "age", "xids behind")
+        for h in health.xmin_holders:
+            holders.add_row(
+                str(h["held_by"]),
+                "-" if h["pid"] is None else str(h["pid"]),
+                h["database"] or "-",
+                h["application_name"] or "-",
+                h["state"] or "-",
+                _duration(float(h["age_s"])),
+                f"{h['xmin_age_xids']:,}",
+            )
+        out.print(holders)
+    tables = Table("table", "live", "dead", "dead ratio", "last vacuum", "warn")
+    for r in health.relations:
+        tables.add_row(
+            str(r["relation"]),
+            f"{r['live']:,}",
+            f"{r['dead']:,}",
+            f"{float(r['dead_ratio']):.1%}",
+            "never" if r["last_vacuum"] is None else f"{r['last_vacuum']:%Y-%m-%d %H:%M:%S}",
+            "yes" if health.relation_warning(r) else "",
+        )
+    out.print(tables)
+    for warning in health.warnings:
+        out.print(f"warning: {warning}", highlight=False, soft_wrap=True)
+    if health.warnings:
+        raise typer.Exit(1)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 @db_app.command("url")

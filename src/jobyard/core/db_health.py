@@ -12,6 +12,8 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 
 RELATIONS_SHOWN = 8
+# What a holder can hold (the view xmin_horizon_holders, migration 0019).
+HOLDER_KINDS = ("xid", "snapshot", "standby", "prepared")
 # Hot relations (LIKE patterns) are always listed, whatever their dead rows: `jobs`, and the
 # ready-queue tables (`job_ready`, its partitions, any `job_ready_*`) however many there are.
 HOT_RELATIONS = ("jobs", r"job\_ready%")
@@ -27,10 +29,25 @@ READY_MIN_DEAD_TO_WARN = 50_000
 
 @dataclass(frozen=True)
 class DbHealth:
-    xmin_holder: dict[str, Any] | None
+    # Every holder of the horizon, the one furthest back first.
+    xmin_holders: list[dict[str, Any]]
     relations: list[dict[str, Any]]
     xmin_warn_s: float
     dead_ratio_warn: float
+
+    @property
+    def xmin_holder(self) -> dict[str, Any] | None:
+        """The holder that keeps the horizon furthest back: the one vacuum waits for."""
+        return self.xmin_holders[0] if self.xmin_holders else None
+
+    @property
+    def holders_by_kind(self) -> dict[str, int]:
+        """How many holders hold each kind of thing; every kind is listed, 0 included, so a
+        gauge per kind keeps its series when the hold ends."""
+        counts = dict.fromkeys(HOLDER_KINDS, 0)
+        for holder in self.xmin_holders:
+            counts[str(holder["held_by"])] = counts.get(str(holder["held_by"]), 0) + 1
+        return counts
 
     @property
     def xmin_age_s(self) -> float:
@@ -88,7 +105,7 @@ def describe_holder(holder: dict[str, Any]) -> str:
 
 async def read(conn: Conn, *, xmin_warn_s: float, dead_ratio_warn: float) -> DbHealth:
     return DbHealth(
-        xmin_holder=await run.one(conn, "health_xmin_holder"),
+        xmin_holders=await run.all_rows(conn, "health_xmin_holders"),
         relations=await run.all_rows(
             conn, "health_dead_tuples", {"hot": list(HOT_RELATIONS), "limit": RELATIONS_SHOWN}
         ),

@@ -8,16 +8,16 @@ SELECT version_num FROM alembic_version
 -- Whether Alembic's version table exists (false on a database jobyard never migrated).
 SELECT to_regclass('alembic_version') IS NOT NULL AS migrated
 
--- name: health_xmin_holder
--- The holder of this database's xmin horizon that keeps it back the furthest (vacuum cannot
--- remove rows dead since): a session or prepared transaction, from the view of migration 0019,
--- with its age in seconds and in transactions; none when no one holds it.
+-- name: health_xmin_holders
+-- Every holder of this database's xmin horizon (vacuum cannot remove rows dead since its hold
+-- began), the one that keeps it back the furthest first: a session or prepared transaction,
+-- from the view of migration 0019, with its age in seconds and in transactions. At most one
+-- row per connection or prepared transaction, so max_connections + max_prepared_transactions.
 SELECT h.pid, h.database, h.application_name, h.state, h.held_by,
        greatest(0, extract(epoch FROM clock_timestamp() - h.since))::float8 AS age_s,
        h.xmin_age_xids
 FROM xmin_horizon_holders h
 ORDER BY h.xmin_age_xids DESC NULLS LAST, h.since
-LIMIT 1
 
 -- name: health_dead_tuples
 -- Dead-tuple ratio of this schema's tables: every hot relation (names matching a %(hot)s LIKE
