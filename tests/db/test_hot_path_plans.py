@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -186,3 +187,40 @@ def test_a_by_id_write_reads_jobs_by_key_not_the_dead_held_entries(
         "Shared Read Blocks", 0
     )
     assert buffers <= MAX_BUFFERS, (buffers, scans)
+
+
+def _buffers(explained: Mapping[str, Any]) -> int:
+    plan = explained["Plan"]
+    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
+
+
+@pytest.mark.parametrize("bloated", ["held"], indirect=True)
+def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
+    bloated: tuple[str, dict[str, Any]],
+) -> None:
+    """The scheduler's reaper (scheduler.reaper.ReapPosition): a pass that starts from the last
+    complete pass's cutoff reads the leases that expired since, not the dead entry of every run
+    since the hold began, and its UPDATE finds the jobs by key, not by walking jobs_held_idx.
+    A full pass still walks them: that is why it runs only now and then."""
+    url, _ = bloated
+    with connect_sync(url) as conn:
+        found = conn.execute("SELECT now() + interval '2 hours' AS t").fetchone()
+        assert found is not None
+        now = found["t"]  # every lease of the fixture (an hour long) has expired by then
+        params = {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3,
+                  "suspect_delay_s": 10.0, "now": now}  # fmt: skip
+        positioned = _explain(
+            conn, "lease_reap", {**params, "since": now - timedelta(minutes=1)}, generic=False
+        )
+        full = _explain(conn, "lease_reap", {**params, "since": None}, generic=False)
+    # Nothing expired since the position: a descent of the index per queue (8 buffers when
+    # written); walking the 20,000 dead entries, in the lookup or in the UPDATE, reads 400+.
+    assert _buffers(positioned) <= 100, _buffers(positioned)
+    assert _buffers(full) > 10 * _buffers(positioned), (_buffers(full), _buffers(positioned))
+    scans = [
+        (n.get("Node Type"), n.get("Index Name"), n.get("Index Cond"))
+        for n in _nodes(positioned["Plan"])
+        if n.get("Relation Name") == "jobs" and n.get("Index Name") == "jobs_held_idx"
+    ]
+    # Only the per-queue range from the position, never a walk of the index without one.
+    assert scans and all("lock_expires_at >=" in str(cond) for _, _, cond in scans), scans

@@ -14,7 +14,13 @@ from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db.pool import Conn, connect
 from jobyard.domain.ids import QueueId, WorkerId
 from jobyard.domain.models import QueueRef
-from jobyard.scheduler.reaper import Reaper, ReaperConfig
+from jobyard.scheduler.reaper import (
+    FULL_PASS_COST_FACTOR,
+    POSITION_SLACK_S,
+    Reaper,
+    ReaperConfig,
+    ReapPosition,
+)
 from tests.factories import make_queue, make_worker
 from tests.scheduler.helpers import (
     T0,
@@ -290,6 +296,50 @@ async def test_after_an_outage_live_workers_keep_their_jobs_and_dead_ones_lose_t
     assert (result.counts["held_off"], result.counts["requeued"]) == (0, 1)
     assert (await job(conn, live["id"]))["status"] == "running"
     assert (await job(conn, dead["id"]))["status"] == "queued"
+
+
+# ----------------------------------------------------------------------------- the position
+
+
+def test_the_position_starts_full_then_from_the_last_cutoff_and_full_again_when_due() -> None:
+    position = ReapPosition(full_every_s=300.0)
+    assert position.start(at=0.0) is None  # no position yet: a full pass
+    position.completed(T0, full=True, at=0.0, took_s=0.01)
+    assert position.start(at=10.0) == T0 - timedelta(seconds=POSITION_SLACK_S)
+    position.completed(T0 + timedelta(seconds=10), full=False, at=10.0, took_s=0.01)
+    assert position.start(at=20.0) == T0 + timedelta(seconds=10 - POSITION_SLACK_S)
+    assert position.start(at=300.0) is None  # full_every_s after the last full pass
+    position.forget()  # an outage: nothing is known about what happened meanwhile
+    assert position.start(at=21.0) is None
+
+
+def test_a_slow_full_pass_stretches_the_wait_for_the_next() -> None:
+    """Under a long hold a full pass walks every run since the hold began; the next one waits
+    FULL_PASS_COST_FACTOR times as long, so the net never becomes most of the reaper's work."""
+    position = ReapPosition(full_every_s=300.0)
+    position.completed(T0, full=True, at=0.0, took_s=30.0)
+    assert position.start(at=300.0) is not None
+    assert position.start(at=FULL_PASS_COST_FACTOR * 30.0) is None
+
+
+async def test_a_lease_behind_the_position_waits_for_the_full_pass(conn: Conn) -> None:
+    """A lease the position has passed (skipped while another session held its row, which then
+    let go without extending it) is not seen by a positioned pass; the next full pass takes it."""
+    queue, worker = await setup(conn)
+    reaper = Reaper(ReaperConfig(lease_s=30, suspect_delay_s=0, full_every_s=3600))
+    assert (await reaper.run_once(conn, now=T0)).counts["held_off"] == 1  # outage grace
+    first = await reaper.run_once(conn, now=T0 + timedelta(seconds=31))  # full, nothing to do
+    assert (first.counts["held_off"], first.counts["requeued"]) == (0, 0)
+    behind = await make_held_job(conn, queue, worker, lock_expires_at=T0)
+    recent = await make_held_job(conn, queue, worker, lock_expires_at=T0 + timedelta(seconds=35))
+    second = await reaper.run_once(conn, now=T0 + timedelta(seconds=41))
+    assert second.counts["requeued"] == 1
+    assert (await job(conn, recent["id"]))["status"] == "queued"
+    assert (await job(conn, behind["id"]))["status"] == "running"
+    reaper.position.next_full_at = 0.0  # the full pass is due
+    third = await reaper.run_once(conn, now=T0 + timedelta(seconds=51))
+    assert third.counts["requeued"] == 1
+    assert (await job(conn, behind["id"]))["status"] == "queued"
 
 
 async def _attribution(conn: Conn, *ids: int) -> list[tuple[str, bool, int, int]]:

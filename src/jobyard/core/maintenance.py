@@ -108,6 +108,7 @@ async def _reap(
     poison_threshold: int,
     suspect_delay_s: float = 0.0,
     now: datetime | None,
+    since: datetime | None = None,
 ) -> ReapResult:
     rows = await run.all_rows(
         conn,
@@ -119,6 +120,7 @@ async def _reap(
             "poison_threshold": poison_threshold,
             "suspect_delay_s": float(suspect_delay_s),
             "now": sql_now(now),
+            "since": since,
         },
     )
     # A job whose death was pinned on it comes back `scheduled` (suspect_delay_s later).
@@ -143,8 +145,10 @@ async def reap_expired_leases(
     poison_threshold: int = DEFAULT_POISON_THRESHOLD,
     suspect_delay_s: float = 0.0,
     now: datetime | None = None,
+    since: datetime | None = None,
 ) -> ReapResult:
-    """One batch: take back held jobs whose lease expired more than `grace_s` ago.
+    """One batch: take back held jobs whose lease expired more than `grace_s` ago (and, with
+    `since`, not before it: the reaper's position, see scheduler.reaper).
 
     A death counts toward `poison_threshold` only when the worker held that job alone (its
     `solo_deaths`); every job taken back becomes a suspect, which the claim runs alone. A job
@@ -163,6 +167,7 @@ async def reap_expired_leases(
         poison_threshold=poison_threshold,
         suspect_delay_s=suspect_delay_s,
         now=now,
+        since=since,
     )
 
 

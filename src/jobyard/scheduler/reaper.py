@@ -4,13 +4,22 @@ on their poison_threshold-th lost lease, to the dead-letter queue.
 After a database outage (and at start) it holds off for one lease (`OutageGrace`): no worker
 could heartbeat while the database was away, so leases that expired meanwhile are not proof of
 death until live workers have had a full lease to extend them.
+
+It keeps a position (`ReapPosition`): once a pass has taken back every expired lease, the next
+looks only at leases that expired since, less a few seconds. Under a held xmin horizon
+jobs_held_idx keeps an entry for every run since the hold began, and a pass from the start
+walks them all, every pass (docs/DATABASE.md, "The scheduler's reaper"). A full pass, at start,
+after an outage and every `full_every_s` (or 20 times its own last duration), takes back what
+the position passed over: a lease skipped while another session held its row, which then let go
+without extending it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from jobyard.core import clock
 from jobyard.core.maintenance import db_now, reap_expired_leases
 from jobyard.db.pool import Conn
 from jobyard.scheduler.service import (
@@ -34,6 +43,8 @@ class ReaperConfig(Config):
     suspect_delay_s: float = 10.0
     # Extra slack on every expiry; 0 because only the database clock is compared with itself.
     grace_s: float = 0.0
+    # A full pass (every lease, not only those that expired since the last pass) this often.
+    full_every_s: float = 300.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -41,6 +52,41 @@ class ReaperConfig(Config):
         check_int("poison_threshold", self.poison_threshold, 1, 100)
         check_number("suspect_delay_s", self.suspect_delay_s, 0, 86_400, lo_open=False)
         check_number("grace_s", self.grace_s, 0, 86_400, lo_open=False)
+        check_number("full_every_s", self.full_every_s, 0, 86_400, lo_open=False)
+
+
+# How far behind the last complete pass's cutoff the next pass starts: a heartbeat or claim that
+# committed after that pass's snapshot wrote a lease computed from its own start, a little
+# earlier than its commit.
+POSITION_SLACK_S = 5.0
+# A full pass waits at least this many times its own last duration: under a long hold it walks
+# every run since the hold began, and must not become most of the reaper's work.
+FULL_PASS_COST_FACTOR = 20.0
+
+
+@dataclass
+class ReapPosition:
+    """Where the next pass starts (None: from the start) and when the next full pass is due."""
+
+    full_every_s: float
+    since: datetime | None = None
+    next_full_at: float = 0.0
+
+    def start(self, at: float) -> datetime | None:
+        """The `since` of a pass that begins at monotonic time `at`: None when a full pass is
+        due."""
+        return None if self.since is None or at >= self.next_full_at else self.since
+
+    def completed(self, cutoff: datetime, *, full: bool, at: float, took_s: float) -> None:
+        """A pass took back every expired lease up to `cutoff` (the database's time at its
+        start, less the grace); a full one that took `took_s` sets when the next is due."""
+        self.since = cutoff - timedelta(seconds=POSITION_SLACK_S)
+        if full:
+            self.next_full_at = at + max(self.full_every_s, FULL_PASS_COST_FACTOR * took_s)
+
+    def forget(self) -> None:
+        """The next pass is a full one (after an outage: nothing about it is known)."""
+        self.since = None
 
 
 class Reaper(LoopService):
@@ -50,15 +96,20 @@ class Reaper(LoopService):
     def __init__(self, config: ReaperConfig | None = None) -> None:
         super().__init__(config or ReaperConfig())
         self.grace = OutageGrace(self.config.lease_s)
+        self.position = ReapPosition(self.config.full_every_s)
 
     def on_unavailable(self) -> None:
         self.grace.lost()
+        self.position.forget()
 
     async def run_once(self, conn: Conn, now: datetime | None = None) -> PassResult:
-        if self.grace.active and self.grace.holding_off(await db_now(conn, now)):
+        started = await db_now(conn, now)
+        if self.grace.active and self.grace.holding_off(started):
             return PassResult(
                 counts={"requeued": 0, "dead_lettered": 0, "cancelled": 0, "held_off": 1}
             )
+        began = clock.monotonic()
+        since = self.position.start(began)
         requeued = lettered = cancelled = 0
         more = False
         for _ in range(self.config.max_batches):
@@ -69,6 +120,7 @@ class Reaper(LoopService):
                 poison_threshold=self.config.poison_threshold,
                 suspect_delay_s=self.config.suspect_delay_s,
                 now=now,
+                since=since,
             )
             requeued += result.requeued
             lettered += result.dead_lettered
@@ -76,6 +128,13 @@ class Reaper(LoopService):
             more = result.reaped >= self.config.batch
             if not more:
                 break
+        if not more:
+            self.position.completed(
+                started - timedelta(seconds=self.config.grace_s),
+                full=since is None,
+                at=began,
+                took_s=clock.monotonic() - began,
+            )
         return PassResult(
             counts={
                 "requeued": requeued,

@@ -29,8 +29,11 @@ SELECT queue_id, promoted FROM per_queue
 -- Take back held jobs whose lease expired (more than grace_s ago) or whose worker is in
 -- worker_ids (declared dead): requeue with the attempt refunded, dead-letter a poison pill, or
 -- finish as cancelled a job whose cancel was requested (nobody is left to deliver it).
--- One statement per batch; a heartbeat or completion that locks the row first wins.
--- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "suspect_delay_s": 10.0, "now": null}
+-- One statement per batch; a heartbeat or completion that locks the row first wins. With
+-- `since`, only leases that expired at or after it are looked at (the reaper's position: under a
+-- held xmin horizon jobs_held_idx keeps an entry for every run since the hold began, which a
+-- scan from the start walks again on every pass; docs/DATABASE.md); NULL looks at all.
+-- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "suspect_delay_s": 10.0, "now": null, "since": null}
 WITH expired AS MATERIALIZED (
     -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
     -- COMMITTED, FOR UPDATE re-evaluates this WHERE on the newest row version once locked, so
@@ -53,7 +56,25 @@ WITH expired AS MATERIALIZED (
            (j.cancel_requested_at IS NOT NULL) AS cancelled,
            (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
     FROM jobs j
-    WHERE j.status IN ('claimed', 'running')
+    -- Candidates by key: expired leases per queue, a range of jobs_held_idx (queue_id,
+    -- lock_expires_at) from `since` on, and the dead workers' jobs through jobs_worker_idx. A
+    -- test of j.status written plainly would let the planner walk jobs_held_idx whole instead.
+    WHERE j.id = ANY (ARRAY(
+              SELECT c.id
+              FROM queues q
+              CROSS JOIN LATERAL (
+                  SELECT x.id FROM jobs x
+                  WHERE x.queue_id = q.id AND x.status IN ('claimed', 'running')
+                    AND x.lock_expires_at >= coalesce(%(since)s::timestamptz, '-infinity')
+                    AND x.lock_expires_at
+                        < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
+              ) c
+              UNION ALL
+              SELECT d.id FROM jobs d
+              WHERE d.worker_id = ANY(%(worker_ids)s::bigint[])
+                AND d.status IN ('claimed', 'running')))
+      -- Re-checked on the locked row (READ COMMITTED re-evaluates it on the newest version).
+      AND j.status::text IN ('claimed', 'running')
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
     LIMIT %(batch)s
@@ -94,9 +115,11 @@ WITH expired AS MATERIALIZED (
         updated_at = coalesce(%(now)s, now())
     FROM judged x
     -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
-    -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup.
+    -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup, and so does status::text:
+    -- written plainly, the status test matched jobs_held_idx's predicate and the planner walked
+    -- that index whole on every pass, even with nothing expired (docs/DATABASE.md).
     WHERE j.id = ANY (ARRAY(SELECT id FROM judged)) AND j.id = x.id
-      AND j.status IN ('claimed', 'running')
+      AND j.status::text IN ('claimed', 'running')
       AND j.execution_seq = x.execution_seq
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
            OR j.worker_id = ANY(%(worker_ids)s::bigint[]))
