@@ -66,6 +66,8 @@ async def test_counters_never_go_down_when_jobs_are_deleted(
     assert samples[("jobyard_jobs_finished_total", key)] == 101
 
 
+# Reads who holds the horizon, which another test's xid of any database would change.
+@pytest.mark.xdist_group("horizon")
 async def test_health_gauges_show_a_held_xmin_and_dead_tuples(
     client: httpx.AsyncClient, conn: Conn, db_url: str, busy_project: dict[str, int]
 ) -> None:
@@ -85,6 +87,8 @@ async def test_health_gauges_show_a_held_xmin_and_dead_tuples(
     assert ("jobyard_db_dead_tuple_ratio", (("relation", "jobs"),)) in samples
 
 
+# Reads who holds the horizon, which another test's xid of any database would change.
+@pytest.mark.xdist_group("horizon")
 async def test_health_warnings_pass_their_thresholds_in_metrics(
     client: httpx.AsyncClient, app: FastAPI, conn: Conn, db_url: str, busy_project: dict[str, int]
 ) -> None:

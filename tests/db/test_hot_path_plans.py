@@ -25,7 +25,9 @@ from psycopg.types.json import Jsonb
 from jobyard.db.pool import SyncConn, connect_sync
 from jobyard.db.queries import sql
 
-pytestmark = pytest.mark.xdist_group("explain")
+# The fixture holds an xid for the whole module, and an xid of any database holds every
+# database's horizon: these tests run in the group of the tests that watch the horizon.
+pytestmark = pytest.mark.xdist_group("horizon")
 
 # Jobs that went running → done under the held horizon: their entries in jobs_held_idx are dead
 # and cannot be removed. Enough that a scan of them is ~100× a handful of key lookups.
