@@ -193,6 +193,9 @@ async def _claim_plan(conn: Conn, queue_id: int, worker_id: int) -> dict[str, An
 
 
 @pytest.mark.slow
+# Its 200,000-row UPDATE holds an xid for a minute on a loaded host, which holds every
+# database's horizon: with the tests that watch it (docs/TESTING.md).
+@pytest.mark.xdist_group("horizon")
 async def test_pruning_200k_done_jobs_leaves_the_claim_plan_unchanged(conn: Conn) -> None:
     """The claim index is partial (status = 'queued'), so finished rows never belong to it;
     retention keeps the table itself bounded. Compare plan shape, rows and buffers (not time)."""
