@@ -241,9 +241,15 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     assert (data["reader_scans"] >= 1) == ("--readers" in hold)
     assert (data["held_xid"] is not None) == ("--no-idle" not in hold)
 
-    def ages(phase: str) -> list[int]:
-        return [w["xmin_age"] or 0 for w in data["windows"] if w["phase"] == phase]
+    def ages(phase: str, key: str = "xmin_age_here") -> list[int]:
+        return [w[key] or 0 for w in data["windows"] if w["phase"] == phase]
 
+    # The windows carry two ages: of every holder of the horizon (xmin_age, the report's), and
+    # of the holders in this run's database (xmin_age_here). Another test's xid in another
+    # database holds the horizon too, for a minute at times (a 200,000-row UPDATE), and shows in
+    # the first from before this run's hold to after its release (fresh-clone CI, 2026-12-04:
+    # [716, …, 870] then [907, …, 1000]); this run's own hold is the second.
+    assert all((w["xmin_age"] or 0) >= (w["xmin_age_here"] or 0) for w in data["windows"])
     hold_ages, recovery_ages = ages("hold"), ages("recovery")
     assert len(hold_ages) >= 2, data["windows"]
     # The horizon stays where the hold took it while transactions go on: its age grows…
@@ -261,7 +267,7 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # that the age falls below the hold's last once the hold is released, and a hold never
     # released (its age only grows) still fails it.
     assert min(recovery_ages) < hold_ages[-1], (hold_ages, recovery_ages)
-    assert summary["hold"]["max_xmin_age"] == max(hold_ages)
+    assert summary["hold"]["max_xmin_age"] == max(ages("hold", "xmin_age"))
     assert "Back to baseline" in block and "Targets (issue 15, point 1)" in block
 
 

@@ -131,6 +131,9 @@ class Sample:
     xmin_age: int | None
     oldest_xact_s: float | None
     relations: dict[str, RelationStat]
+    # The oldest hold by a session of this database (the run's own): another database's xid
+    # holds the horizon too and counts in xmin_age, but is not this run's doing.
+    xmin_age_here: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class Window:
     oldest_xact_s: float | None
     dead: dict[str, int]
     bytes: dict[str, int]
+    xmin_age_here: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -515,6 +519,7 @@ class _Run:
             xmin_age=None if row["xmin_age"] is None else int(row["xmin_age"]),
             oldest_xact_s=row["oldest_xact_s"],
             relations=relations,
+            xmin_age_here=None if row["xmin_age_here"] is None else int(row["xmin_age_here"]),
         )
 
     def _report(self, phase: Phase) -> None:
@@ -579,6 +584,7 @@ class _Run:
                     oldest_xact_s=cur.oldest_xact_s,
                     dead=dead,
                     bytes=size,
+                    xmin_age_here=cur.xmin_age_here,
                 )
             )
         phase_bounds = [samples[i].at for i in self.phase_starts] + [samples[-1].at]
@@ -725,6 +731,7 @@ def result_from_json(data: dict[str, Any]) -> TimelineResult:
             xmin_age=s["xmin_age"],
             oldest_xact_s=s["oldest_xact_s"],
             relations={r: RelationStat(**stat) for r, stat in s["relations"].items()},
+            xmin_age_here=s.get("xmin_age_here"),  # absent from runs saved before it existed
         )
         for s in data["samples"]
     ]

@@ -7,9 +7,12 @@
 -- name: bench_timeline_sample
 -- Database clock, the age of the oldest hold on this database's xmin horizon (in transactions
 -- and seconds; who holds it is the view of migration 0019, which the workers' claim rule and the
--- health probe read too), executions so far.
+-- health probe read too), the same for holders in this database only (the run's own hold, and
+-- not another database's xid), executions so far.
 SELECT clock_timestamp() AS at,
        (SELECT max(h.xmin_age_xids) FROM xmin_horizon_holders h) AS xmin_age,
+       (SELECT max(h.xmin_age_xids) FROM xmin_horizon_holders h
+        WHERE h.database = current_database()) AS xmin_age_here,
        (SELECT extract(epoch FROM clock_timestamp() - min(h.since))::float8
         FROM xmin_horizon_holders h) AS oldest_xact_s,
        (SELECT coalesce(max(id), 0) FROM job_executions) AS executions
