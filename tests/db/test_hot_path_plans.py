@@ -222,7 +222,11 @@ def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
     scans = [
         (n.get("Node Type"), n.get("Index Name"), n.get("Index Cond"))
         for n in _nodes(positioned["Plan"])
-        if n.get("Relation Name") == "jobs" and n.get("Index Name") == "jobs_held_idx"
+        if n.get("Relation Name") == "jobs"
+        and n.get("Index Name") == "jobs_held_idx"
+        # Executed only: the poison-pill check of an expired job (another held job of its
+        # worker) may be planned on this index too (PostgreSQL 15), and runs for none here.
+        and n.get("Actual Loops", 0) > 0
     ]
     # Only the per-queue range from the position, never a walk of the index without one.
     assert scans and all("lock_expires_at >=" in str(cond) for _, _, cond in scans), scans
