@@ -9,13 +9,13 @@
 -- and seconds; who holds it is the view of migration 0019, which the workers' claim rule and the
 -- health probe read too), the same for holders in this database only (the run's own hold, and
 -- not another database's xid), executions so far.
-SELECT clock_timestamp() AS at,
-       (SELECT max(h.xmin_age_xids) FROM xmin_horizon_holders h) AS xmin_age,
-       (SELECT max(h.xmin_age_xids) FROM xmin_horizon_holders h
-        WHERE h.database = current_database()) AS xmin_age_here,
-       (SELECT extract(epoch FROM clock_timestamp() - min(h.since))::float8
-        FROM xmin_horizon_holders h) AS oldest_xact_s,
+SELECT clock_timestamp() AS at, h.xmin_age, h.xmin_age_here, h.oldest_xact_s,
        (SELECT coalesce(max(id), 0) FROM job_executions) AS executions
+-- One read of the view (and of pg_stat_activity under it) for the three figures.
+FROM (SELECT max(v.xmin_age_xids) AS xmin_age,
+             max(v.xmin_age_xids) FILTER (WHERE v.database = current_database()) AS xmin_age_here,
+             extract(epoch FROM clock_timestamp() - min(v.since))::float8 AS oldest_xact_s
+      FROM xmin_horizon_holders v) h
 
 -- name: bench_timeline_relations
 -- Every table of this schema (partitions included): dead and live tuples, rows written so far,
