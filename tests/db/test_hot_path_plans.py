@@ -230,3 +230,68 @@ def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
     ]
     # Only the per-queue range from the position, never a walk of the index without one.
     assert scans and all("lock_expires_at >=" in str(cond) for _, _, cond in scans), scans
+
+
+@pytest.fixture(scope="module")
+def promoted_under_hold(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, int]]:
+    """PASSED_THROUGH scheduled jobs that left 'scheduled' while another session held an xid:
+    their entries in jobs_scheduled_idx are dead and cannot be removed."""
+    from jobyard.db import testing
+
+    url = testing.create_clone(pg_admin_url, pg_template)
+    holder = connect_sync(url)
+    try:
+        with connect_sync(url, autocommit=True) as conn:
+            queue = conn.execute(
+                """WITH o AS (INSERT INTO organizations (name, slug) VALUES ('h', 'h') RETURNING id),
+                        p AS (INSERT INTO projects (org_id, name, slug)
+                              SELECT id, 'h', 'h' FROM o RETURNING id)
+                   INSERT INTO queues (project_id, name) SELECT id, 'q' FROM p
+                   RETURNING id, project_id"""
+            ).fetchone()
+            assert queue is not None
+            holder.execute("SELECT txid_current()")  # holds the horizon from here on
+            conn.execute(
+                """INSERT INTO jobs (project_id, queue_id, handler, payload, status, run_at)
+                   SELECT %s, %s, 'h', '{}', 'scheduled', now() - interval '1 hour'
+                                                         + g * interval '1 ms'
+                   FROM generate_series(1, %s) g""",
+                (queue["project_id"], queue["id"], PASSED_THROUGH),
+            )
+            conn.execute("UPDATE jobs SET status = 'cancelled', finished_at = now()")
+            conn.execute("ANALYZE jobs")
+        yield url, PASSED_THROUGH
+    finally:
+        holder.close()
+        testing.drop_database(pg_admin_url, url)
+
+
+def test_a_promoter_pass_from_its_position_does_not_walk_the_promotions_of_the_hold(
+    promoted_under_hold: tuple[str, int],
+) -> None:
+    """The scheduler's promoter (scheduler.position.PassPosition): a pass that starts from the
+    last complete pass's start reads the jobs due since, not the dead entry of every job
+    promoted since the hold began. A full pass still walks them: that is why it runs only now
+    and then."""
+    url, _ = promoted_under_hold
+    with connect_sync(url) as conn:
+        found = conn.execute("SELECT now() AS t").fetchone()
+        assert found is not None
+        now = found["t"]  # every job of the fixture was due (and has left 'scheduled') by then
+        params = {"batch": 1000, "now": now}
+        positioned = _explain(
+            conn, "job_promote_due", {**params, "since": now - timedelta(minutes=1)}, generic=True
+        )
+        full = _explain(conn, "job_promote_due", {**params, "since": None}, generic=True)
+    # Nothing due since the position: one descent of the index (2 buffers when written); the
+    # full pass walks the 20,000 dead entries, in the lookup or, before the UPDATE's status was
+    # written as text, in the UPDATE as well (56 buffers, the whole index).
+    assert _buffers(positioned) <= 20, _buffers(positioned)
+    assert _buffers(full) > 10 * _buffers(positioned), (_buffers(full), _buffers(positioned))
+    scans = [
+        n.get("Index Cond")
+        for n in _nodes(positioned["Plan"])
+        if n.get("Relation Name") == "jobs" and n.get("Index Name") == "jobs_scheduled_idx"
+    ]
+    # The position is a bound of the index scan, not a filter over a walk from the start.
+    assert scans and all("run_at >=" in str(cond) for cond in scans), scans

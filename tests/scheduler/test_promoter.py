@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from jobyard.core.maintenance import promote_due
 from jobyard.db.pool import Conn, connect
 from jobyard.db.queries import sql
-from jobyard.scheduler.promoter import Promoter, PromoterConfig
+from jobyard.scheduler.promoter import PROMOTE_SLACK_S, Promoter, PromoterConfig
 from tests.factories import make_queue
 from tests.scheduler.helpers import T0, all_rows, plan_nodes
 
@@ -52,6 +52,43 @@ async def test_promoter_leaves_jobs_that_are_not_due(conn: Conn) -> None:
     await add_scheduled(conn, queue, 10, due=False)
     assert (await promote_due(conn, now=T0)).promoted == 0
     assert (await promote_due(conn, now=T0 + timedelta(hours=2))).promoted == 10
+
+
+async def test_a_job_behind_the_position_waits_for_the_full_pass(conn: Conn) -> None:
+    """A job due before the position (its enqueue committed long after its run_at, or a pass
+    skipped it while another session held its row) is not seen by a positioned pass; the next
+    full pass promotes it. Jobs due since the position are promoted at once."""
+    queue = await make_queue(conn)
+    promoter = Promoter(PromoterConfig(interval_s=1, full_every_s=3600))
+    assert (await promoter.run_once(conn, now=T0)).counts["promoted"] == 0  # full, nothing due
+    behind = await add_one_scheduled(conn, queue, T0 - timedelta(seconds=PROMOTE_SLACK_S + 1))
+    recent = await add_one_scheduled(conn, queue, T0 + timedelta(seconds=1))
+    second = await promoter.run_once(conn, now=T0 + timedelta(seconds=2))
+    assert second.counts["promoted"] == 1
+    assert (await status_of(conn, recent), await status_of(conn, behind)) == (
+        "queued",
+        "scheduled",
+    )
+    promoter.position.next_full_at = 0.0  # the full pass is due
+    third = await promoter.run_once(conn, now=T0 + timedelta(seconds=3))
+    assert third.counts["promoted"] == 1
+    assert await status_of(conn, behind) == "queued"
+
+
+async def add_one_scheduled(conn: Conn, queue: dict[str, object], run_at: datetime) -> int:
+    cur = await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, run_at)
+           VALUES (%s, %s, 'noop', 'scheduled', %s) RETURNING id""",
+        (queue["project_id"], queue["id"], run_at),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+async def status_of(conn: Conn, job_id: int) -> str:
+    rows = await all_rows(conn, "SELECT status::text FROM jobs WHERE id = %s", job_id)
+    return str(rows[0]["status"])
 
 
 async def test_two_promoters_racing_promote_each_job_once(conn: Conn, db_url: str) -> None:
@@ -101,7 +138,7 @@ async def test_promote_plan_reads_the_scheduled_index_without_sorting(conn: Conn
     await conn.execute("ANALYZE jobs")
     cur = await conn.execute(
         "EXPLAIN (FORMAT JSON) " + sql("job_promote_due"),  # type: ignore[operator]
-        {"batch": 1000, "now": T0},
+        {"batch": 1000, "now": T0, "since": None},
     )
     row = await cur.fetchone()
     assert row is not None

@@ -14,13 +14,7 @@ from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db.pool import Conn, connect
 from jobyard.domain.ids import QueueId, WorkerId
 from jobyard.domain.models import QueueRef
-from jobyard.scheduler.reaper import (
-    FULL_PASS_COST_FACTOR,
-    POSITION_SLACK_S,
-    Reaper,
-    ReaperConfig,
-    ReapPosition,
-)
+from jobyard.scheduler.reaper import Reaper, ReaperConfig
 from tests.factories import make_queue, make_worker
 from tests.scheduler.helpers import (
     T0,
@@ -299,27 +293,6 @@ async def test_after_an_outage_live_workers_keep_their_jobs_and_dead_ones_lose_t
 
 
 # ----------------------------------------------------------------------------- the position
-
-
-def test_the_position_starts_full_then_from_the_last_cutoff_and_full_again_when_due() -> None:
-    position = ReapPosition(full_every_s=300.0)
-    assert position.start(at=0.0) is None  # no position yet: a full pass
-    position.completed(T0, full=True, at=0.0, took_s=0.01)
-    assert position.start(at=10.0) == T0 - timedelta(seconds=POSITION_SLACK_S)
-    position.completed(T0 + timedelta(seconds=10), full=False, at=10.0, took_s=0.01)
-    assert position.start(at=20.0) == T0 + timedelta(seconds=10 - POSITION_SLACK_S)
-    assert position.start(at=300.0) is None  # full_every_s after the last full pass
-    position.forget()  # an outage: nothing is known about what happened meanwhile
-    assert position.start(at=21.0) is None
-
-
-def test_a_slow_full_pass_stretches_the_wait_for_the_next() -> None:
-    """Under a long hold a full pass walks every run since the hold began; the next one waits
-    FULL_PASS_COST_FACTOR times as long, so the net never becomes most of the reaper's work."""
-    position = ReapPosition(full_every_s=300.0)
-    position.completed(T0, full=True, at=0.0, took_s=30.0)
-    assert position.start(at=300.0) is not None
-    assert position.start(at=FULL_PASS_COST_FACTOR * 30.0) is None
 
 
 async def test_a_lease_behind_the_position_waits_for_the_full_pass(conn: Conn) -> None:

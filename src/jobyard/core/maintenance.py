@@ -92,10 +92,17 @@ async def db_now(conn: Conn, now: datetime | None = None) -> datetime:
 
 
 async def promote_due(
-    conn: Conn, *, batch: int = 1000, now: datetime | None = None
+    conn: Conn,
+    *,
+    batch: int = 1000,
+    now: datetime | None = None,
+    since: datetime | None = None,
 ) -> PromoteResult:
-    """Move up to `batch` due scheduled jobs to queued and NOTIFY their queues (one statement)."""
-    rows = await run.all_rows(conn, "job_promote_due", {"batch": batch, "now": sql_now(now)})
+    """Move up to `batch` due scheduled jobs to queued and NOTIFY their queues (one statement);
+    with `since`, only jobs due at or after it (the promoter's position)."""
+    rows = await run.all_rows(
+        conn, "job_promote_due", {"batch": batch, "now": sql_now(now), "since": since}
+    )
     return PromoteResult(promoted=sum(int(r["promoted"]) for r in rows), queues=len(rows))
 
 

@@ -5,13 +5,13 @@ After a database outage (and at start) it holds off for one lease (`OutageGrace`
 could heartbeat while the database was away, so leases that expired meanwhile are not proof of
 death until live workers have had a full lease to extend them.
 
-It keeps a position (`ReapPosition`): once a pass has taken back every expired lease, the next
-looks only at leases that expired since, less a few seconds. Under a held xmin horizon
-jobs_held_idx keeps an entry for every run since the hold began, and a pass from the start
-walks them all, every pass (docs/DATABASE.md, "The scheduler's reaper"). A full pass, at start,
-after an outage and every `full_every_s` (or 20 times its own last duration), takes back what
-the position passed over: a lease skipped while another session held its row, which then let go
-without extending it.
+It keeps a position (`PassPosition`, scheduler/position.py): once a pass has taken back every
+expired lease, the next looks only at leases that expired since, less a few seconds. Under a held
+xmin horizon jobs_held_idx keeps an entry for every run since the hold began, and a pass from the
+start walks them all, every pass (docs/DATABASE.md, "The scheduler's passes keep a position"). A
+full pass, at start, after an outage and every `full_every_s` (or 20 times its own last duration),
+takes back what the position passed over: a lease skipped while another session held its row, which
+then let go without extending it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from jobyard.core import clock
 from jobyard.core.maintenance import db_now, reap_expired_leases
 from jobyard.db.pool import Conn
+from jobyard.scheduler.position import PassPosition
 from jobyard.scheduler.service import (
     Config,
     LoopService,
@@ -58,35 +59,7 @@ class ReaperConfig(Config):
 # How far behind the last complete pass's cutoff the next pass starts: a heartbeat or claim that
 # committed after that pass's snapshot wrote a lease computed from its own start, a little
 # earlier than its commit.
-POSITION_SLACK_S = 5.0
-# A full pass waits at least this many times its own last duration: under a long hold it walks
-# every run since the hold began, and must not become most of the reaper's work.
-FULL_PASS_COST_FACTOR = 20.0
-
-
-@dataclass
-class ReapPosition:
-    """Where the next pass starts (None: from the start) and when the next full pass is due."""
-
-    full_every_s: float
-    since: datetime | None = None
-    next_full_at: float = 0.0
-
-    def start(self, at: float) -> datetime | None:
-        """The `since` of a pass that begins at monotonic time `at`: None when a full pass is
-        due."""
-        return None if self.since is None or at >= self.next_full_at else self.since
-
-    def completed(self, cutoff: datetime, *, full: bool, at: float, took_s: float) -> None:
-        """A pass took back every expired lease up to `cutoff` (the database's time at its
-        start, less the grace); a full one that took `took_s` sets when the next is due."""
-        self.since = cutoff - timedelta(seconds=POSITION_SLACK_S)
-        if full:
-            self.next_full_at = at + max(self.full_every_s, FULL_PASS_COST_FACTOR * took_s)
-
-    def forget(self) -> None:
-        """The next pass is a full one (after an outage: nothing about it is known)."""
-        self.since = None
+REAP_SLACK_S = 5.0
 
 
 class Reaper(LoopService):
@@ -96,7 +69,7 @@ class Reaper(LoopService):
     def __init__(self, config: ReaperConfig | None = None) -> None:
         super().__init__(config or ReaperConfig())
         self.grace = OutageGrace(self.config.lease_s)
-        self.position = ReapPosition(self.config.full_every_s)
+        self.position = PassPosition(self.config.full_every_s, REAP_SLACK_S)
 
     def on_unavailable(self) -> None:
         self.grace.lost()

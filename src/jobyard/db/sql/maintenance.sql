@@ -1,21 +1,29 @@
 -- name: job_promote_due
 -- Move up to `batch` due scheduled jobs (delayed enqueues, retries) to queued; NOTIFY each
--- queue once. Racing promoters skip each other's rows, so each job is promoted once.
--- explain: {"batch": 1000, "now": null}
+-- queue once. Racing promoters skip each other's rows, so each job is promoted once. With
+-- `since`, only jobs due at or after it are looked at (the promoter's position: under a held
+-- xmin horizon jobs_scheduled_idx keeps a dead entry for every job promoted since the hold
+-- began, which a scan from the start walks on every pass; docs/DATABASE.md); NULL looks at all.
+-- explain: {"batch": 1000, "now": null, "since": null}
 WITH due AS MATERIALIZED (
-    -- jobs_scheduled_idx (run_at) WHERE status = 'scheduled' supplies this order: no sort.
+    -- jobs_scheduled_idx (run_at) WHERE status = 'scheduled' supplies this order: no sort,
+    -- and the lower bound is an index condition, so the scan starts at the position.
     SELECT j.id
     FROM jobs j
     WHERE j.status = 'scheduled' AND j.run_at <= coalesce(%(now)s, now())
+      AND j.run_at >= coalesce(%(since)s::timestamptz, '-infinity')
     ORDER BY j.run_at
     LIMIT %(batch)s
     FOR UPDATE OF j SKIP LOCKED
 ), promoted AS (
     UPDATE jobs j
     SET status = 'queued', updated_at = coalesce(%(now)s, now())
-    -- = ANY(ARRAY(...)): a primary-key lookup whatever the planner estimates for `due`.
-    -- Compare-and-set: only a job still scheduled is promoted (a cancel may have won).
-    WHERE j.id = ANY (ARRAY(SELECT id FROM due)) AND j.status = 'scheduled'
+    -- = ANY(ARRAY(...)): a primary-key lookup whatever the planner estimates for `due`, and
+    -- so is status::text: written plainly, the status test matched jobs_scheduled_idx's
+    -- predicate and the generic plan walked that index whole (every dead entry of a held
+    -- horizon) instead of the key. Compare-and-set: only a job still scheduled is promoted (a
+    -- cancel may have won).
+    WHERE j.id = ANY (ARRAY(SELECT id FROM due)) AND j.status::text = 'scheduled'
     RETURNING j.queue_id
 ), per_queue AS MATERIALIZED (
     -- MATERIALIZED with a volatile call: pg_notify runs once per promoted queue.
