@@ -196,6 +196,18 @@ def _buffers(explained: Mapping[str, Any]) -> int:
     return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
 
 
+def _from_position_and_full(
+    conn: SyncConn, name: str, params: Mapping[str, Any], since: Any, *, generic: bool
+) -> tuple[Any, Any]:
+    """A scheduler pass EXPLAINed twice: from a position (`since`) and as a full pass (None).
+    Returns both, after checking that the full pass walks the dead entries (more than ten
+    times the buffers) that the positioned one skips."""
+    positioned = _explain(conn, name, {**params, "since": since}, generic)
+    full = _explain(conn, name, {**params, "since": None}, generic)
+    assert _buffers(full) > 10 * _buffers(positioned), (_buffers(full), _buffers(positioned))
+    return positioned, full
+
+
 @pytest.mark.parametrize("bloated", ["held"], indirect=True)
 def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
     bloated: tuple[str, dict[str, Any]],
@@ -211,14 +223,12 @@ def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
         now = found["t"]  # every lease of the fixture (an hour long) has expired by then
         params = {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3,
                   "suspect_delay_s": 10.0, "now": now}  # fmt: skip
-        positioned = _explain(
-            conn, "lease_reap", {**params, "since": now - timedelta(minutes=1)}, generic=False
+        positioned, _ = _from_position_and_full(
+            conn, "lease_reap", params, now - timedelta(minutes=1), generic=False
         )
-        full = _explain(conn, "lease_reap", {**params, "since": None}, generic=False)
     # Nothing expired since the position: a descent of the index per queue (8 buffers when
     # written); walking the 20,000 dead entries, in the lookup or in the UPDATE, reads 400+.
     assert _buffers(positioned) <= 100, _buffers(positioned)
-    assert _buffers(full) > 10 * _buffers(positioned), (_buffers(full), _buffers(positioned))
     scans = [
         (n.get("Node Type"), n.get("Index Name"), n.get("Index Cond"))
         for n in _nodes(positioned["Plan"])
@@ -279,15 +289,13 @@ def test_a_promoter_pass_from_its_position_does_not_walk_the_promotions_of_the_h
         assert found is not None
         now = found["t"]  # every job of the fixture was due (and has left 'scheduled') by then
         params = {"batch": 1000, "now": now}
-        positioned = _explain(
-            conn, "job_promote_due", {**params, "since": now - timedelta(minutes=1)}, generic=True
+        positioned, _ = _from_position_and_full(
+            conn, "job_promote_due", params, now - timedelta(minutes=1), generic=True
         )
-        full = _explain(conn, "job_promote_due", {**params, "since": None}, generic=True)
     # Nothing due since the position: one descent of the index (2 buffers when written); the
     # full pass walks the 20,000 dead entries, in the lookup or, before the UPDATE's status was
     # written as text, in the UPDATE as well (56 buffers, the whole index).
     assert _buffers(positioned) <= 20, _buffers(positioned)
-    assert _buffers(full) > 10 * _buffers(positioned), (_buffers(full), _buffers(positioned))
     scans = [
         n.get("Index Cond")
         for n in _nodes(positioned["Plan"])
