@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -187,3 +188,88 @@ async def test_a_prepared_transaction_holds_after_its_session_is_gone(
         await prepared_conn.execute("ROLLBACK PREPARED 'nightly-export'")
     assert not await _holders(prepared_conn)
     assert not await claim.horizon_held(prepared_conn, held_s=0.2)
+
+
+@pytest.fixture(scope="module")
+def primary_and_standby() -> Iterator[tuple[str, Path]]:
+    """A migrated server of its own and a hot standby of it that streams through the physical
+    slot `jy_standby` with hot_standby_feedback, reporting every second: a real slot's xmin.
+    Yields the primary's URL and the standby's data directory (the test stops the standby)."""
+    root = Path(tempfile.mkdtemp(prefix="jy-standby-"))
+    os.chmod(root, 0o755)
+    primary, standby = root / "primary", root / "standby"
+    try:
+        url = embedded.start(primary, fast_unsafe=True)
+        migrate.upgrade(url)
+        embedded.start_standby(
+            primary,
+            standby,
+            "jy_standby",
+            {"hot_standby_feedback": "on", "wal_receiver_status_interval": "1s"},
+        )
+        yield url, standby
+    finally:
+        embedded.stop(standby)
+        embedded.stop(primary)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_slot_left_by_its_standby_holds_until_it_is_dropped(
+    primary_and_standby: tuple[str, Path],
+) -> None:
+    """A standby's feedback through a slot is kept by the slot, not its walsender: the view
+    before migration 0021 listed nobody, while vacuum waited for the slot's xmin."""
+    url, standby = primary_and_standby
+    conn = await connect(url, autocommit=True)
+    try:
+
+        async def slot_holds() -> bool:
+            holder = await _holder(conn, "replication slot jy_standby")
+            return holder is not None and holder["state"] == "active"
+
+        await eventually(slot_holds)
+        [active] = await _holders(conn)
+        assert (active["held_by"], active["since"]) == ("slot", None)
+        assert active["pid"] is not None  # the walsender streaming to the standby
+        health = await _health(conn)
+        assert health.holders_by_kind["slot"] == 1
+        assert not health.xmin_warning  # a connected standby's feedback is normal
+        assert not await claim.horizon_held(conn, held_s=0.2)  # nor does it slow the claims
+
+        embedded.stop(standby)  # the standby is gone; its slot and the slot's xmin stay
+        await asyncio.sleep(0.3)
+        [left] = await _holders(conn)
+        assert (left["held_by"], left["state"], left["pid"]) == ("slot", "inactive", None)
+        assert left["since"] is not None  # PostgreSQL 17+: inactive_since
+        assert await claim.horizon_held(conn, held_s=0.2)
+        health = await _health(conn)
+        assert health.xmin_warning
+        assert health.xmin_holder_text == "replication slot jy_standby (inactive)"
+        assert "SELECT pg_drop_replication_slot('jy_standby')" in health.warnings[0]
+        sample = await run.one(conn, "bench_timeline_sample")
+        assert sample is not None and sample["oldest_xact_s"] >= 0.3
+
+        await conn.execute("SELECT pg_drop_replication_slot('jy_standby')")
+        assert not await _holders(conn)
+        assert not await claim.horizon_held(conn, held_s=0.2)
+        assert not (await _health(conn)).warnings
+    finally:
+        await conn.close()
+
+
+def test_a_slot_left_behind_warns_at_once_where_nobody_knows_since_when() -> None:
+    """Before PostgreSQL 17 an inactive slot has no `since` (its age reads 0 s): it warns
+    anyway, as it holds the horizon until somebody drops it. One row as the view gives it."""
+    left = {
+        "held_by": "slot", "state": "inactive", "pid": None, "database": None, "since": None,
+        "application_name": "replication slot old_replica", "age_s": 0.0, "xmin_age_xids": 4242,
+    }  # fmt: skip
+    health = db_health.DbHealth([left], [], xmin_warn_s=300, dead_ratio_warn=0.5)
+    assert health.xmin_warning
+    assert health.warnings == [
+        "replication slot old_replica (inactive) holds the xmin horizon 4,242 transactions "
+        "back with no standby connected; if its standby is gone for good, drop the slot: "
+        "SELECT pg_drop_replication_slot('old_replica')"
+    ]
+    active = left | {"state": "active", "pid": 77}
+    assert not db_health.DbHealth([active], [], xmin_warn_s=300, dead_ratio_warn=0.5).warnings

@@ -174,8 +174,8 @@ class SnapshotCollector(Collector):
         )
         holders = GaugeMetricFamily(
             "jobyard_db_xmin_horizon_holders",
-            "Sessions and prepared transactions holding this database's xmin horizon, by what "
-            "they hold (xid, snapshot, standby, prepared).",
+            "Sessions, prepared transactions and replication slots holding this database's xmin "
+            "horizon, by what they hold (xid, snapshot, standby, prepared, slot).",
             labels=["held_by"],
         )
         for held_by, count in sorted(h.holders_by_kind.items()):
@@ -203,7 +203,8 @@ class SnapshotCollector(Collector):
         yield from (ratio, dead, dead_warning)
         yield GaugeMetricFamily(
             "jobyard_db_oldest_xmin_warning",
-            "1 when the oldest xmin holder is older than JOBYARD_HEALTH_XMIN_WARN_S.",
+            "1 when the oldest xmin holder is older than JOBYARD_HEALTH_XMIN_WARN_S, or a "
+            "replication slot with no standby connected holds the horizon.",
             value=float(h.xmin_warning),
         )
 

@@ -12,8 +12,10 @@ from jobyard.db import run
 from jobyard.db.pool import Conn
 
 RELATIONS_SHOWN = 8
-# What a holder can hold (the view xmin_horizon_holders, migration 0019).
-HOLDER_KINDS = ("xid", "snapshot", "standby", "prepared")
+# What a holder can hold (the view xmin_horizon_holders, migrations 0019 and 0021).
+HOLDER_KINDS = ("xid", "snapshot", "standby", "prepared", "slot")
+# How the view names a replication slot (application_name), before the slot's own name.
+SLOT_PREFIX = "replication slot "
 # Hot relations (LIKE patterns) are always listed, whatever their dead rows: `jobs`, and the
 # ready-queue tables (`job_ready`, its partitions, any `job_ready_*`) however many there are.
 HOT_RELATIONS = ("jobs", r"job\_ready%")
@@ -58,8 +60,37 @@ class DbHealth:
         return describe_holder(self.xmin_holder) if self.xmin_holder else ""
 
     @property
+    def xmin_warnings(self) -> list[str]:
+        """The oldest holder past the threshold, and every replication slot left behind: an
+        inactive slot keeps its xmin until it is dropped, however young the hold looks (before
+        PostgreSQL 17 nobody can say since when it is inactive, so it warns at once)."""
+        found = []
+        first = self.xmin_holder
+        if first is not None and self.xmin_age_s > self.xmin_warn_s:
+            found.append(
+                f"{describe_holder(first)} has held the xmin horizon for "
+                f"{self.xmin_age_s:.0f} s: vacuum cannot reclaim dead rows until it ends"
+                + _slot_fix(first)
+            )
+        for holder in self.xmin_holders:
+            if holder is first and found:
+                continue
+            if self._left_behind(holder):
+                found.append(
+                    f"{describe_holder(holder)} holds the xmin horizon "
+                    f"{int(holder['xmin_age_xids']):,} transactions back with no standby "
+                    f"connected" + _slot_fix(holder)
+                )
+        return found
+
+    def _left_behind(self, holder: dict[str, Any]) -> bool:
+        if holder["held_by"] != "slot" or holder["state"] != "inactive":
+            return False
+        return holder["since"] is None or float(holder["age_s"]) > self.xmin_warn_s
+
+    @property
     def xmin_warning(self) -> bool:
-        return self.xmin_age_s > self.xmin_warn_s
+        return bool(self.xmin_warnings)
 
     def relation_warning(self, relation: dict[str, Any]) -> bool:
         ready = str(relation["relation"]).startswith(READY_PREFIX)
@@ -70,12 +101,7 @@ class DbHealth:
 
     @property
     def warnings(self) -> list[str]:
-        found = []
-        if self.xmin_warning and self.xmin_holder is not None:
-            found.append(
-                f"{describe_holder(self.xmin_holder)} has held the xmin horizon for "
-                f"{self.xmin_age_s:.0f} s: vacuum cannot reclaim dead rows until it ends"
-            )
+        found = self.xmin_warnings
         for r in self.relations:
             if self.relation_warning(r):
                 blocked = (
@@ -92,14 +118,29 @@ class DbHealth:
 
 def describe_holder(holder: dict[str, Any]) -> str:
     """Who holds the horizon, in words an operator can act on: which session (pid, database,
-    application, state) or which prepared transaction, and what it holds (migration 0019)."""
+    application, state), which prepared transaction or which replication slot, and what it
+    holds (migrations 0019, 0021)."""
     if holder["held_by"] == "prepared":
         return f"a {holder['application_name']} in database {holder['database']}"
+    if holder["held_by"] == "slot":
+        walsender = "" if holder["pid"] is None else f", walsender pid {holder['pid']}"
+        return f"{holder['application_name']} ({holder['state']}{walsender})"
     what = {"xid": "a transaction", "snapshot": "a snapshot", "standby": "a standby's snapshot"}
     return (
         f"{what.get(str(holder['held_by']), 'a session')} (pid {holder['pid']}, database "
         f"{holder['database'] or '-'}, {holder['application_name'] or 'no application'}, "
         f"{holder['state'] or 'state hidden'})"
+    )
+
+
+def _slot_fix(holder: dict[str, Any]) -> str:
+    """What an operator does about a slot: its standby's feedback is the hold."""
+    if holder["held_by"] != "slot":
+        return ""
+    name = str(holder["application_name"]).removeprefix(SLOT_PREFIX)
+    return (
+        f"; if its standby is gone for good, drop the slot: "
+        f"SELECT pg_drop_replication_slot('{name}')"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import warnings
 from dataclasses import dataclass
@@ -81,6 +82,33 @@ def _start_locked(pgdata: Path, fast_unsafe: bool) -> str:
         _pg_ctl(pgdata, ["-w", "-m", "fast", "restart", "-l", str(pgdata / "log")], server)
         marker.write_text("tuned\n")
     return socket_url(pgdata)
+
+
+def start_standby(primary: Path, standby: Path, slot: str, settings: dict[str, str]) -> str:
+    """A hot standby of the running server in `primary`: copied into `standby` by pg_basebackup,
+    streaming through the physical replication slot `slot` (created by the copy), started with
+    `settings` added to its configuration; returns its URL. Only a real standby's feedback sets
+    a slot's xmin, so this is how the tests make a slot hold the horizon."""
+    primary, standby = primary.expanduser().resolve(), standby.expanduser().resolve()
+    user = _system_user()
+    standby.mkdir(mode=0o700)
+    if user is not None:
+        shutil.chown(standby, user)
+    copy = ["-D", str(standby), "-h", str(primary), "-U", "postgres", "--checkpoint=fast"]
+    streamed = ["-X", "stream", "--create-slot", "--slot", slot, "--write-recovery-conf"]
+    _server_module()._commands.pg_basebackup(
+        [*copy, *streamed],
+        user=user,
+        timeout=120,
+    )
+    # The primary's socket lives in its data directory, so the copy holds its lock file (and
+    # its log): the standby would take the lock for another postmaster's.
+    for leftover in (*standby.glob(".s.PGSQL.*"), standby / "log"):
+        leftover.unlink(missing_ok=True)
+    with open(standby / "postgresql.auto.conf", "a") as conf:
+        conf.writelines(f"{name} = '{value}'\n" for name, value in settings.items())
+    _pg_ctl(standby, ["-w", "-l", str(standby / "log"), "start"])
+    return socket_url(standby)
 
 
 def _pg_ctl(pgdata: Path, args: list[str], server: Any = None) -> None:

@@ -10,10 +10,12 @@ SELECT to_regclass('alembic_version') IS NOT NULL AS migrated
 
 -- name: health_xmin_holders
 -- Every holder of this database's xmin horizon (vacuum cannot remove rows dead since its hold
--- began), the one that keeps it back the furthest first: a session or prepared transaction,
--- from the view of migration 0019, with its age in seconds and in transactions. At most one
--- row per connection or prepared transaction, so max_connections + max_prepared_transactions.
-SELECT h.pid, h.database, h.application_name, h.state, h.held_by,
+-- began), the one that keeps it back the furthest first: a session, prepared transaction or
+-- replication slot, from the view of migrations 0019 and 0021, with its age in seconds (0 when
+-- its start is unknown: `since` is NULL) and in transactions. At most one row per connection,
+-- prepared transaction or slot: max_connections + max_prepared_transactions +
+-- max_replication_slots.
+SELECT h.pid, h.database, h.application_name, h.state, h.held_by, h.since,
        greatest(0, extract(epoch FROM clock_timestamp() - h.since))::float8 AS age_s,
        h.xmin_age_xids
 FROM xmin_horizon_holders h
