@@ -101,7 +101,7 @@ def db_health_cmd(data_dir: DataDir = None) -> None:
                 h["database"] or "-",
                 h["application_name"] or "-",
                 h["state"] or "-",
-                _duration(float(h["age_s"])),
+                "-" if h["since"] is None else _duration(float(h["age_s"])),
                 f"{h['xmin_age_xids']:,}",
             )
         out.print(holders)

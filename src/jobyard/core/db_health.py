@@ -69,7 +69,8 @@ class DbHealth:
         if first is not None and self.xmin_age_s > self.xmin_warn_s:
             found.append(
                 f"{describe_holder(first)} has held the xmin horizon for "
-                f"{self.xmin_age_s:.0f} s: vacuum cannot reclaim dead rows until it ends"
+                f"{self.xmin_age_s:.0f} s: vacuum cannot reclaim dead rows until "
+                + ("its standby returns" if first["held_by"] == "slot" else "it ends")
                 + _slot_fix(first)
             )
         for holder in self.xmin_holders:
