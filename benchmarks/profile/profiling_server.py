@@ -24,8 +24,11 @@ def start_with(data_dir: Path, settings: Mapping[str, str]) -> str:
                 differ.append(name)
         for name in differ:
             conn.execute(
+                # A list (shared_preload_libraries) is one literal per element, or the server
+                # reads the whole string as one library's name.
                 sql.SQL("ALTER SYSTEM SET {} = {}").format(
-                    sql.Identifier(*name.split(".")), sql.Literal(settings[name])
+                    sql.Identifier(*name.split(".")),
+                    sql.SQL(", ").join(sql.Literal(v.strip()) for v in settings[name].split(",")),
                 )
             )
     if not differ:
