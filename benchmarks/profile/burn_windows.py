@@ -146,6 +146,11 @@ def main() -> None:
         try:
             asyncio.run(watch(url, queue_id, args, workers))
         finally:
+            for number, log in enumerate(workers.logs):  # read before stop() closes them
+                log.seek(0)
+                for line in log.read().decode(errors="replace").splitlines():
+                    if "claim position" in line:  # the claim's degraded mode, on and off
+                        print(f"   worker {number}: {line[:240]}")
             workers.stop()
     finally:
         testing.drop_database(admin_url, url)
