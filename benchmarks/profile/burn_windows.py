@@ -20,16 +20,13 @@ import asyncio
 import time
 from typing import Any, Final
 
-from drain import DATA_DIR
+from drain import DATA_DIR, prefill
 from profiling_server import start_with
 
 from jobyard.benchmarks import scenarios
 from jobyard.benchmarks.processes import WorkerProcesses
-from jobyard.core import claim, enqueue, projects
 from jobyard.db import embedded, run, testing
 from jobyard.db.pool import Conn, connect
-from jobyard.domain import limits
-from jobyard.domain.schemas import BatchCreate, BatchItem
 
 SETTINGS: Final = {
     "shared_preload_libraries": "pg_stat_statements, auto_explain",
@@ -56,24 +53,6 @@ SELECT pid, age(backend_xmin) AS xids, now() - xact_start AS held, left(query, 5
 FROM pg_stat_activity
 WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
 ORDER BY age(backend_xmin) DESC LIMIT 3"""
-
-
-async def prefill(url: str, jobs: int) -> int:
-    conn = await connect(url, autocommit=True)
-    try:
-        for extension in ("pg_stat_statements", "pgrowlocks"):
-            await conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
-        project_id = await projects.resolve_project(conn, scenarios.PROJECT, create=True)
-        await projects.ensure_queues(conn, project_id, [scenarios.QUEUE])
-        (queue,) = await claim.queues_by_names(conn, project_id, [scenarios.QUEUE])
-        for at in range(0, jobs, limits.MAX_BATCH_SIZE):
-            size = min(limits.MAX_BATCH_SIZE, jobs - at)
-            batch = BatchCreate(queue=scenarios.QUEUE, jobs=[BatchItem(handler="noop")] * size)
-            await enqueue.enqueue_batch(conn, project_id, batch)
-        await conn.execute("SELECT pg_stat_statements_reset()")
-        return int(queue.id)
-    finally:
-        await conn.close()
 
 
 def window(now: dict[Any, Any], before: dict[Any, Any]) -> str:
@@ -140,7 +119,9 @@ def main() -> None:
     admin_url = start_with(DATA_DIR, SETTINGS)
     url = testing.create_clone(admin_url, testing.ensure_template(admin_url), "jy_profile_")
     try:
-        queue_id = asyncio.run(prefill(url, args.jobs))
+        queue_id = asyncio.run(
+            prefill(url, args.jobs, extensions=("pg_stat_statements", "pgrowlocks"), vacuum=False)
+        )
         workers = WorkerProcesses(url, scenarios.PROJECT, scenarios.QUEUE, 50, args.processes)
         workers.start()
         try:

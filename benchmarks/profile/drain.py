@@ -42,10 +42,20 @@ def log(message: str) -> None:
     print(f"[profile] {message}", file=sys.stderr, flush=True)
 
 
-async def prefill(url: str, jobs: int) -> int:
+async def prefill(
+    url: str,
+    jobs: int,
+    *,
+    extensions: tuple[str, ...] = ("pg_stat_statements",),
+    vacuum: bool = True,
+) -> int:
+    """Queue `jobs` no-op jobs by jobyard's batch insert; returns the queue's id. With `vacuum`,
+    the table is vacuumed and analyzed before the drain (a steady start); without it, the drain
+    starts from the state a bulk enqueue leaves, as `jobyard bench --scenario burndown` does."""
     conn = await connect(url, autocommit=True)
     try:
-        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        for extension in extensions:
+            await conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
         project_id = await projects.resolve_project(conn, scenarios.PROJECT, create=True)
         await projects.ensure_queues(conn, project_id, [scenarios.QUEUE])
         (queue,) = await claim.queues_by_names(conn, project_id, [scenarios.QUEUE])
@@ -53,7 +63,8 @@ async def prefill(url: str, jobs: int) -> int:
             size = min(limits.MAX_BATCH_SIZE, jobs - at)
             batch = BatchCreate(queue=scenarios.QUEUE, jobs=[BatchItem(handler="noop")] * size)
             await enqueue.enqueue_batch(conn, project_id, batch)
-        await conn.execute("VACUUM ANALYZE jobs")
+        if vacuum:
+            await conn.execute("VACUUM ANALYZE jobs")
         await conn.execute("SELECT pg_stat_statements_reset()")
         return int(queue.id)
     finally:
