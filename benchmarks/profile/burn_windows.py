@@ -54,6 +54,14 @@ FROM pg_stat_activity
 WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
 ORDER BY age(backend_xmin) DESC LIMIT 3"""
 
+# The workers' VACUUMs of crowded ready partitions (claim.vacuum_ready), for the whole drain.
+VACUUMS: Final = """
+SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time AS ms,
+       max_exec_time AS max_ms
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query ILIKE 'VACUUM%' ORDER BY query"""
+
 
 def window(now: dict[Any, Any], before: dict[Any, Any]) -> str:
     """The statements that took over 200 ms in the window, the costliest first."""
@@ -104,6 +112,9 @@ async def watch(
             if args.probe_from * args.jobs <= done <= args.probe_to * args.jobs:
                 await probe(conn)
             if done >= args.jobs:
+                for r in await (await conn.execute(VACUUMS)).fetchall():
+                    print(f"   {r['query']}: {r['calls']} calls, {r['ms']:.0f} ms in all, "
+                          f"longest {r['max_ms']:.0f} ms")  # fmt: skip
                 return
     finally:
         await conn.close()

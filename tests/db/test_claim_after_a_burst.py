@@ -11,16 +11,15 @@ once. Autovacuum is off here, so nothing else repairs the statistics under the t
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from jobyard.core import claim
-from jobyard.db.pool import SyncConn, connect, connect_sync
+from jobyard.db.pool import SyncConn, connect_sync
 from jobyard.db.queries import sql
-from tests import factories
+from tests.db.backlog import call, claim_params, clone_with_backlog
 
 pytestmark = pytest.mark.xdist_group("explain")
 
@@ -32,66 +31,18 @@ TAKE = 100
 def burst(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """A fresh clone: one queue with BACKLOG queued jobs inserted in one statement, and the
     ready partitions' autovacuum off."""
-    from jobyard.db import testing
-
-    url = testing.create_clone(pg_admin_url, pg_template)
-    try:
-        with connect_sync(url, autocommit=True) as conn:
-            for part in ("job_ready_0", "job_ready_1", "job_ready_2"):
-                conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
-            ids = asyncio.run(_queue_and_worker(url))
-            _enqueue_burst(conn, ids["queue_id"])
-        yield url, ids
-    finally:
-        testing.drop_database(pg_admin_url, url)
-
-
-def _enqueue_burst(conn: SyncConn, queue_id: int) -> None:
-    """BACKLOG queued jobs in one statement (an autocommit connection)."""
-    conn.execute(
-        "INSERT INTO jobs (project_id, queue_id, handler, payload)"
-        " SELECT q.project_id, q.id, 'h', '{}' FROM queues q, generate_series(1, %(n)s)"
-        " WHERE q.id = %(queue_id)s",
-        {"n": BACKLOG, "queue_id": queue_id},
-    )
-    # The counters the refresh reads are flushed by the inserting backend at its next chance.
-    conn.execute("SELECT pg_stat_force_next_flush()")
-
-
-async def _queue_and_worker(url: str) -> dict[str, Any]:
-    conn = await connect(url, autocommit=True)
-    try:
-        queue = await factories.make_queue(conn)
-        worker = await factories.make_worker(conn, project_id=queue["project_id"])
-        return {"queue_id": queue["id"], "worker_id": worker["id"]}
-    finally:
-        await conn.close()
+    with clone_with_backlog(pg_admin_url, pg_template, BACKLOG) as made:
+        yield made
 
 
 def _refresh(url: str, **options: Any) -> int:
-    async def go() -> int:
-        conn = await connect(url, autocommit=True)
-        try:
-            return await claim.refresh_ready_stats(conn, **options)
-        finally:
-            await conn.close()
-
-    return asyncio.run(go())
+    return call(url, lambda conn: claim.refresh_ready_stats(conn, **options))
 
 
 def _left_for_another_worker(url: str, ids: dict[str, Any], generic: bool) -> int:
     """Claim TAKE jobs in an open transaction; count the queued jobs another session can still
     lock (SKIP LOCKED) while it is open."""
-    params = {
-        "queue_id": ids["queue_id"],
-        "worker_id": ids["worker_id"],
-        "n": TAKE,
-        "lease_s": 30.0,
-        "start": True,
-        "solo": False,
-        "limited": False,
-        "now": None,
-    }
+    params = claim_params(ids, TAKE)
     with connect_sync(url, autocommit=False) as claimer, connect_sync(url) as other:
         if generic:
             # What psycopg's prepared statement runs after five calls.

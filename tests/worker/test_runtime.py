@@ -619,6 +619,68 @@ async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_
         await holder.close()
 
 
+BACKLOG = 20_000
+
+
+async def _vacuums_during_a_drain(db_url: str, conn: Conn, app: App) -> int:
+    """BACKLOG no-op jobs queued in one statement (one crowded ready partition) and drained by a
+    worker; the VACUUMs of job_ready's partitions run meanwhile (not counting autovacuum's)."""
+    first = await app.defer("noop")  # creates project and queue
+    await conn.execute(
+        "INSERT INTO jobs (project_id, queue_id, handler, payload)"
+        " SELECT project_id, queue_id, 'noop', '{}' FROM jobs, generate_series(2, %(n)s)"
+        " WHERE id = %(id)s",
+        {"n": BACKLOG, "id": first.id},
+    )
+    async with running_worker(db_url, app, concurrency=20):
+        await eventually(lambda: _count_done(conn, BACKLOG), timeout=60, interval=0.1)
+    return int(
+        await scalar(
+            conn,
+            "SELECT sum(pg_stat_get_vacuum_count(i.inhrelid)) FROM pg_inherits i"
+            " WHERE i.inhparent = 'job_ready'::regclass",
+        )
+    )
+
+
+@pytest.fixture
+def vacuum_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition is due for a VACUUM at 500 dead rows, at every rotation call, and the calls
+    come five times a second: more chances in a drain of two or three seconds (the counters
+    the choice reads lag up to a second)."""
+    monkeypatch.setattr(claim, "VACUUM_MIN_DEAD", 500)
+    monkeypatch.setattr(claim, "VACUUM_MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(claim, "ROTATE_EVERY_S", 0.2)
+
+
+@pytest.mark.xdist_group("horizon")
+@pytest.mark.usefixtures("vacuum_soon")
+async def test_a_worker_vacuums_the_ready_partition_a_drain_works_through(
+    db_url: str, conn: Conn
+) -> None:
+    # A backlog is not rotated away (it is 'crowded'): its claimed rows' dead entries stay at the
+    # head of the claim index until a VACUUM, which the worker starts after its rotation call.
+    app = App(project=PROJECT, database_url=db_url)
+    assert await _vacuums_during_a_drain(db_url, conn, app) >= 1
+
+
+@pytest.mark.xdist_group("horizon")
+@pytest.mark.usefixtures("vacuum_soon")
+async def test_a_worker_does_not_vacuum_while_a_transaction_holds_the_horizon(
+    db_url: str, conn: Conn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The VACUUM could remove nothing claimed since the holder began; the positions skip it.
+    monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 0.5)
+    app = App(project=PROJECT, database_url=db_url)
+    holder = await connect(db_url)  # not autocommit: its transaction stays open
+    await holder.execute("SELECT txid_current()")
+    try:
+        assert await _vacuums_during_a_drain(db_url, conn, app) == 0
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
 async def _claims_past_the_position_until_released(
     db_url: str,
     conn: Conn,

@@ -129,6 +129,9 @@ class Worker:
         self._queues_read_at = -1e9
         # When this process last tried to empty a job_ready partition (claim.rotate_ready).
         self._rotated_at = -1e9
+        # The VACUUM of crowded ready partitions that the last rotation started, off the claim
+        # loop (claim.vacuum_ready): at most one at a time per process.
+        self._vacuum_task: asyncio.Task[None] | None = None
         # Normal claims, or claims past a position while the rotation is blocked.
         self._claim_mode = claim.ClaimMode(
             blocked_after_s=claim.POSITION_AFTER_BLOCKED_S,
@@ -254,10 +257,12 @@ class Worker:
         return len(self.running)
 
     async def _stop_background(self) -> None:
-        for task in self._background:
+        tasks = [*self._background, *([self._vacuum_task] if self._vacuum_task else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._background.clear()
+        self._vacuum_task = None
 
     async def _register(self, conn: Conn) -> None:
         self.project_id = await projects.resolve_project(
@@ -389,6 +394,35 @@ class Worker:
             # this process replans now (about a millisecond) rather than in the claim that the
             # next job's NOTIFY wakes.
             self._wake.set()
+        # A partition too crowded to rotate is vacuumed instead, in a task of its own: the claims
+        # go on while the server works. Not while the horizon is held (it could remove nothing).
+        if not held and (self._vacuum_task is None or self._vacuum_task.done()):
+            self._vacuum_task = asyncio.create_task(self._vacuum_ready())
+
+    async def _vacuum_ready(self) -> None:
+        assert self._pool is not None
+        started = monotonic()
+        try:
+            async with self._pool.connection() as conn:
+                vacuumed = await claim.vacuum_ready(
+                    conn,
+                    min_dead=claim.VACUUM_MIN_DEAD,
+                    min_live=claim.REFRESH_MIN_CHANGES,
+                    min_interval_s=claim.VACUUM_MIN_INTERVAL_S,
+                )
+        except RETRYABLE as exc:
+            # The next rotation tries again; the claims do not depend on it.
+            log.debug("ready partitions not vacuumed", error=str(exc))
+            return
+        except Exception as exc:  # e.g. a statement_timeout shorter than the VACUUM
+            log.warning("ready partitions not vacuumed", error=str(exc))
+            return
+        if vacuumed and self._debug:
+            log.debug(
+                "ready partitions vacuumed",
+                partitions=vacuumed,
+                took_ms=round(1000 * (monotonic() - started), 1),
+            )
 
     async def _claim_queues(self) -> None:
         assert self._pool is not None

@@ -336,6 +336,27 @@ SELECT EXISTS (
 -- explain: {"min_changes": 2000, "min_interval_s": 10.0}
 SELECT job_ready_refresh_stats(%(min_changes)s, %(min_interval_s)s) AS analyzed
 
+-- name: job_claim_ready_to_vacuum
+-- The ready partitions whose claimed rows' dead entries a VACUUM should clear now: a backlog
+-- (more than min_live live rows, so the rotation does not truncate them), at least min_dead
+-- dead rows, and no VACUUM (by a worker or autovacuum) within min_interval_s. A full claim steps
+-- over every dead entry at the head of each partition's claim index (docs/DATABASE.md).
+-- explain: {"min_dead": 20000, "min_live": 2000, "min_interval_s": 3.0}
+SELECT n.nspname AS schema_name, c.relname AS table_name,
+       pg_stat_get_dead_tuples(c.oid) AS dead_rows
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE i.inhparent = 'job_ready'::regclass
+  AND pg_stat_get_dead_tuples(c.oid) >= %(min_dead)s
+  AND pg_stat_get_live_tuples(c.oid) > %(min_live)s
+  -- A role that may not VACUUM the partition would get a warning on every call.
+  AND pg_has_role(c.relowner, 'USAGE')
+  AND coalesce(greatest(pg_stat_get_last_vacuum_time(c.oid),
+                        pg_stat_get_last_autovacuum_time(c.oid)), '-infinity')
+      < clock_timestamp() - make_interval(secs => %(min_interval_s)s)
+ORDER BY pg_stat_get_dead_tuples(c.oid) DESC
+
 -- name: job_claim_lock_queue
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
 -- Run in its own statement so the next statement's snapshot sees every committed claim.
