@@ -219,6 +219,20 @@ def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
     )
 
 
+def test_steady_with_a_limited_queue_claims_through_the_limit(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    markdown = tmp_path / "BENCHMARKS.md"
+    summary = _bench(
+        pg_admin_url, tmp_path, "--scenario", "steady", "--rate", "100",
+        "--max-concurrency", "2", "--tag", "limited", "--output", str(markdown),
+    )  # fmt: skip
+    data, block = _outputs(markdown, "steady-limited")
+    assert data["config"]["max_concurrency"] == 2
+    assert summary["steady"]["completed_per_s"] > 0
+    assert "`max_concurrency` 2" in block
+
+
 @pytest.mark.parametrize(
     ("hold", "name"),
     [
@@ -306,6 +320,10 @@ def test_burndown_drains_every_preinserted_job_and_reports_quarters(
         (["--scenario", "pressure", "--no-idle"], "--no-idle leaves nothing to hold the horizon"),
         (["--scenario", "steady", "--tag", "../x"], "letters, digits, - and _ only"),
         (["--scenario", "steady", "--workflows"], "--scenario runs alone"),
+        (
+            ["--scenario", "burndown", "--max-concurrency", "5"],
+            "--max-concurrency does not apply to --scenario burndown",
+        ),
     ],
 )
 def test_bad_scenario_options_are_one_line_errors_before_any_database_work(

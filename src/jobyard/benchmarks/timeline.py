@@ -36,7 +36,7 @@ from jobyard.benchmarks.scenarios import (
     _setup,
     _wait_listening,
 )
-from jobyard.core import enqueue
+from jobyard.core import admin, enqueue
 from jobyard.db import run, testing
 from jobyard.db.pool import Conn, connect
 from jobyard.domain import limits
@@ -68,6 +68,9 @@ class TimelineConfig:
     recovery_s: float = 120.0
     readers: int = 0
     idle_hold: bool = True
+    # steady, pressure: the queue's max_concurrency (None: unlimited). Every claim of a limited
+    # queue takes the queue's row lock and counts its held jobs first (core.claim).
+    max_concurrency: int | None = None
     jobs: int = 1_000_000  # burndown
     processes: int = 2
     concurrency: int = 50
@@ -395,7 +398,10 @@ class _Run:
         producer_task: asyncio.Task[None] | None = None
         started_at = datetime.now(UTC)
         try:
-            project_id, _ = await _setup(conn)
+            project_id, queue = await _setup(conn)
+            if config.max_concurrency is not None:
+                limit = {"max_concurrency": config.max_concurrency}
+                await admin.update_queue(conn, project_id, queue.id, limit)
             item = BatchItem(handler=HANDLER)
 
             async def insert(n: int) -> None:

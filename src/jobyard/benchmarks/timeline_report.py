@@ -181,6 +181,11 @@ def _setup_lines(result: TimelineResult) -> list[str]:
         f"{offered}, credited on the wall clock (batch enqueues every 50 ms); {workers}; "
         f"sampled every {c.sample_s:g} s."
     )
+    if c.max_concurrency is not None:
+        text += (
+            f" The queue has `max_concurrency` {c.max_concurrency}: every claim takes the "
+            "queue's row lock and counts its held jobs first."
+        )
     if c.scenario == "pressure":
         held = []
         if c.idle_hold:

@@ -38,6 +38,7 @@ _APPLIES: Final = {
     "--recovery-s": ("pressure",),
     "--readers": ("pressure",),
     "--idle/--no-idle": ("pressure",),
+    "--max-concurrency": ("steady", "pressure"),
     "--jobs": ("burndown",),
 }
 
@@ -141,6 +142,15 @@ def bench_cmd(
             "with --readers leaves the readers alone.",
         ),
     ] = None,
+    max_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--max-concurrency",
+            min=1,
+            help="steady, pressure: give the queue this max_concurrency (the limited claim "
+            "path: a queue lock and a count of held jobs per claim); unlimited by default.",
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option("--jobs", min=1, help="burndown: jobs pre-inserted (1,000,000)."),
@@ -174,8 +184,8 @@ def bench_cmd(
     scenario_options = {
         "--rate": rate, "--rate-fraction": rate_fraction, "--duration": duration,
         "--baseline-s": baseline_s, "--hold-s": hold_s, "--recovery-s": recovery_s,
-        "--readers": readers, "--idle/--no-idle": idle, "--jobs": jobs,
-        "--sample-s": sample_s, "--tag": tag, "--from-json": from_json,
+        "--readers": readers, "--idle/--no-idle": idle, "--max-concurrency": max_concurrency,
+        "--jobs": jobs, "--sample-s": sample_s, "--tag": tag, "--from-json": from_json,
     }  # fmt: skip
     if scenario is None:
         given = [name for name, value in scenario_options.items() if value is not None]
@@ -359,6 +369,7 @@ def _bench_scenario(
         "duration_s": options["--duration"], "baseline_s": options["--baseline-s"],
         "hold_s": options["--hold-s"], "recovery_s": options["--recovery-s"],
         "readers": options["--readers"], "idle_hold": options["--idle/--no-idle"],
+        "max_concurrency": options["--max-concurrency"],
         "jobs": options["--jobs"], "sample_s": options["--sample-s"],
     }  # fmt: skip
     config = dataclasses.replace(
