@@ -231,8 +231,8 @@ async def vacuum_ready(
     million-job drain is over in about seventy seconds.
 
     `conn` must be in autocommit mode. Useless while a transaction holds the xmin horizon
-    (nothing claimed since it began may be removed): callers skip it then. A role that may not
-    vacuum the partitions gets a warning from the server and nothing is done."""
+    (nothing claimed since it began may be removed): callers skip it then. Partitions the
+    session's role does not own are not picked (VACUUM would only warn): autovacuum keeps them."""
     params = {"min_dead": min_dead, "min_live": min_live, "min_interval_s": min_interval_s}
     rows = await run.all_rows(conn, "job_claim_ready_to_vacuum", params)
     for row in rows:
