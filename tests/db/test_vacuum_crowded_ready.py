@@ -12,6 +12,7 @@ Counted in buffers, never in time: EXPLAIN (ANALYZE, BUFFERS) of the claim's ord
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -34,6 +35,8 @@ BATCH = 1_000
 # A transaction of another test outside that group can still hold the horizon for a while; the
 # VACUUM is retried until it may remove the claimed rows.
 SETTLE_S = 20.0
+# Far longer than a VACUUM that skips a locked table takes; a VACUUM that waits never returns.
+LOCK_WAIT_LIMIT_S = 30.0
 
 
 @pytest.fixture
@@ -113,3 +116,22 @@ def test_only_a_crowded_partition_with_enough_dead_rows_is_vacuumed(
     assert _vacuum(url) == [_partition_of_backlog(url)]
     # Not again within min_interval_s, whatever it left dead.
     assert _vacuum(url, min_dead=0) == []
+
+
+def test_a_partition_another_session_holds_is_passed_over_not_waited_for(
+    drained: tuple[str, dict[str, Any]],
+) -> None:
+    url, _ = drained
+    part = _partition_of_backlog(url)
+    # What autovacuum, another worker's VACUUM or an ANALYZE holds while it works on the table.
+    with connect_sync(url, autocommit=False) as holder:
+        holder.execute(f"LOCK TABLE {part} IN SHARE UPDATE EXCLUSIVE MODE")
+
+        # Picked, sent, and skipped by the server: it returns, the partition still due. Without
+        # SKIP_LOCKED the VACUUM waits for the holder, here for ever.
+        skipped = call(
+            url, lambda conn: asyncio.wait_for(claim.vacuum_ready(conn), LOCK_WAIT_LIMIT_S)
+        )
+        assert skipped == [part]
+        holder.rollback()
+    assert _vacuum(url) == [part]
