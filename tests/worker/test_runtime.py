@@ -622,9 +622,10 @@ async def test_a_worker_claims_past_its_position_while_an_xid_is_held_and_loses_
 BACKLOG = 20_000
 
 
-async def _vacuums_during_a_drain(db_url: str, conn: Conn, app: App) -> int:
+async def _vacuums_during_a_drain(db_url: str, conn: Conn) -> int:
     """BACKLOG no-op jobs queued in one statement (one crowded ready partition) and drained by a
     worker; the VACUUMs of job_ready's partitions run meanwhile (not counting autovacuum's)."""
+    app = App(project=PROJECT, database_url=db_url)
     first = await app.defer("noop")  # creates project and queue
     await conn.execute(
         "INSERT INTO jobs (project_id, queue_id, handler, payload)"
@@ -664,8 +665,7 @@ async def test_a_worker_vacuums_the_ready_partition_a_drain_works_through(
     # skip its VACUUMs as under a held horizon: the next test covers that rule (fresh-clone CI,
     # PostgreSQL 18, 2026-12-05: no VACUUM in the whole drain).
     monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 3600.0)
-    app = App(project=PROJECT, database_url=db_url)
-    assert await _vacuums_during_a_drain(db_url, conn, app) >= 1
+    assert await _vacuums_during_a_drain(db_url, conn) >= 1
 
 
 @pytest.mark.xdist_group("horizon")
@@ -675,11 +675,10 @@ async def test_a_worker_does_not_vacuum_while_a_transaction_holds_the_horizon(
 ) -> None:
     # The VACUUM could remove nothing claimed since the holder began; the positions skip it.
     monkeypatch.setattr(claim, "POSITION_AFTER_HELD_S", 0.5)
-    app = App(project=PROJECT, database_url=db_url)
     holder = await connect(db_url)  # not autocommit: its transaction stays open
     await holder.execute("SELECT txid_current()")
     try:
-        assert await _vacuums_during_a_drain(db_url, conn, app) == 0
+        assert await _vacuums_during_a_drain(db_url, conn) == 0
     finally:
         await holder.rollback()
         await holder.close()
