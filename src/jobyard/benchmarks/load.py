@@ -19,7 +19,7 @@ TICK_S: Final = 0.05
 # both cores away from the workers for the whole phase.
 READER_PAUSE_S: Final = 0.5
 # The tables the readers scan: the queue's tables, whatever the storage design calls them.
-QUEUE_TABLE_PATTERNS: Final = ("jobs", "job\\_ready%")
+QUEUE_TABLE_PATTERNS: Final = ("jobs", "job\\_ready%", "job\\_held%")
 
 Insert = Callable[[int], Awaitable[None]]
 Clock = Callable[[], float]

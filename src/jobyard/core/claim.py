@@ -182,11 +182,30 @@ async def rotate_ready(
     'rotated'. Cheap when there is nothing to do, so every worker and the
     scheduler call it about once a second.
 
-    Then, in its own short transaction (an ANALYZE must not lengthen the rotation's exclusive
-    lock), the partitions that received a backlog are analyzed: `refresh_ready_stats`.
+    Then, each in its own short transaction (an ANALYZE must not lengthen the rotation's
+    exclusive lock), the held set of limited queues is kept (`keep_held`) and the partitions
+    that received a backlog are analyzed (`refresh_ready_stats`). `conn` must be in autocommit
+    mode.
     """
     row = await run.one(conn, "job_claim_rotate_ready", {"wait_ms": wait_ms, "held_ms": held_ms})
+    await keep_held(conn, wait_ms=wait_ms, held_ms=held_ms)
     await refresh_ready_stats(conn)
+    return str(row["outcome"]) if row else "clean"
+
+
+async def keep_held(
+    conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS, held_ms: int = ROTATE_HELD_MS
+) -> str:
+    """Rotate job_held, the held jobs of limited queues that their claims count (migration
+    0022), as `rotate_ready` rotates job_ready, and complete the set of any queue whose limit was
+    set while it had held jobs (`job_held_fill`: two calls apart, once the transactions that
+    might have claimed without a row have ended). Returns the rotation's outcome. Cheap when
+    no queue has a limit: the set is empty on disk and no queue waits for a fill.
+
+    `conn` must be in autocommit mode: the fill's transaction id must be newer than the limits
+    it reads."""
+    row = await run.one(conn, "job_claim_rotate_held", {"wait_ms": wait_ms, "held_ms": held_ms})
+    await run.one(conn, "job_claim_fill_held", {})
     return str(row["outcome"]) if row else "clean"
 
 

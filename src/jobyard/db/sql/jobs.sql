@@ -318,6 +318,18 @@ WHERE NOT %(solo)s
 -- explain: {"wait_ms": 20, "held_ms": 1000}
 SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 
+-- name: job_claim_rotate_held
+-- The same for the held set of limited queues (migration 0022): its partition that becomes
+-- current next keeps only the rows of jobs still held, moved, and is then TRUNCATEd.
+-- explain: {"wait_ms": 20, "held_ms": 1000}
+SELECT job_held_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
+
+-- name: job_claim_fill_held
+-- Complete the held set of each queue whose limit was set while it had held jobs; how many
+-- were completed. Outside any transaction: see job_held_fill (migration 0022).
+-- explain: {}
+SELECT job_held_fill() AS filled
+
 -- name: job_claim_horizon_held
 -- Whether a transaction older than held_s holds this database's xmin horizon back: then neither
 -- vacuum nor the indexes' clean-up may drop the dead ready rows of the jobs claimed since, and
@@ -367,11 +379,16 @@ FOR UPDATE
 
 -- name: job_claim_room
 -- Free slots under the queue's max_concurrency, counted after the queue row lock is held.
--- A limit removed since the caller read it leaves room for all n (never NULL).
+-- A limit removed since the caller read it leaves room for all n (never NULL). The held jobs
+-- are counted in job_held once the queue's set there is complete (migration 0022): under a held
+-- xmin horizon jobs_held_idx keeps a dead entry for every job run since, and a count there
+-- walks them all, while job_held's rotation drops them within three slot periods.
 -- explain: {"n": 10}
-SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - (
-           SELECT count(*) FROM jobs j
-           WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running')), %(n)s))) AS room
+SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - CASE
+           WHEN q.held_counted THEN (SELECT count(*) FROM job_held h WHERE h.queue_id = q.id)
+           ELSE (SELECT count(*) FROM jobs j
+                 WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running'))
+           END, %(n)s))) AS room
 FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
 
 -- name: job_start_many

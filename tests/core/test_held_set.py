@@ -1,0 +1,286 @@
+"""The held set (migration 0022): a limited queue's claims count its held jobs in job_held, which
+follows every way into and out of `claimed`/`running`, is completed safely when a limit comes
+after the jobs, and is rotated like the ready set, so a held xmin horizon cannot slow the count.
+
+See docs/DATABASE.md ("The held set") and docs/TESTING.md ("Held set") for what these tests
+caught with the mechanism broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from jobyard.core import claim, enqueue, transitions
+from jobyard.core.claim import queues_by_names
+from jobyard.core.maintenance import reap_expired_leases
+from jobyard.db import run
+from jobyard.db.queries import sql
+from jobyard.db.pool import Conn, connect
+from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.models import QueueRef
+from jobyard.domain.schemas import BatchCreate, BatchItem
+from tests.factories import make_queue, make_worker
+
+# An xid of any database holds every database's horizon: the test that holds one shares the
+# xdist group of the other tests that do (tests/concurrency/test_ready_rotation.py), and so do
+# the tests that wait for a fill, which waits for every older transaction of the server to end.
+HORIZON = pytest.mark.xdist_group("horizon")
+# How long a fill may wait for the server's other transactions (another test's) to end.
+FILL_WITHIN_S = 60.0
+
+# Three and a half periods of job_ready_slot (two seconds each): every partition is next once.
+CHURN_S = 7.0
+
+
+async def _queue(conn: Conn, name: str, limit: int | None) -> tuple[ProjectId, QueueRef, WorkerId]:
+    q = await make_queue(conn, name=name, max_concurrency=limit)
+    w = await make_worker(conn, project_id=q["project_id"])
+    project = ProjectId(q["project_id"])
+    (ref,) = await queues_by_names(conn, project, [name])
+    return project, ref, WorkerId(w["id"])
+
+
+async def _enqueue(conn: Conn, project: ProjectId, queue: QueueRef, n: int) -> None:
+    items = [BatchItem(handler="noop") for _ in range(n)]
+    await enqueue.enqueue_batch(conn, project, BatchCreate(queue=queue.name, jobs=items))
+
+
+async def _held_rows(conn: Conn, queue: QueueRef) -> set[int]:
+    rows = await (
+        await conn.execute("SELECT job_id FROM job_held WHERE queue_id = %s", (queue.id,))
+    ).fetchall()
+    return {r["job_id"] for r in rows}
+
+
+async def _held_jobs(conn: Conn, queue: QueueRef) -> set[int]:
+    rows = await (
+        await conn.execute(
+            "SELECT id FROM jobs WHERE queue_id = %s AND status IN ('claimed', 'running')",
+            (queue.id,),
+        )
+    ).fetchall()
+    return {r["id"] for r in rows}
+
+
+async def _state(conn: Conn, queue: QueueRef) -> dict[str, Any]:
+    row = await (
+        await conn.execute(
+            "SELECT held_counted, held_fill_after IS NOT NULL AS fill_started"
+            " FROM queues WHERE id = %s",
+            (queue.id,),
+        )
+    ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+async def _fill(conn: Conn, queue: QueueRef, keep: Any = claim.keep_held) -> None:
+    """Call `keep` (the maintenance that completes a held set) until the queue's set is complete:
+    a transaction of another test, anywhere on the server, may make it wait."""
+    deadline = time.monotonic() + FILL_WITHIN_S
+    while not (await _state(conn, queue))["held_counted"]:
+        assert time.monotonic() < deadline, "the held set was never completed"
+        await keep(conn)
+        await asyncio.sleep(0.05)
+
+
+async def _room(conn: Conn, queue: QueueRef, n: int = 100) -> int:
+    row = await run.one(conn, "job_claim_room", {"queue_id": queue.id, "n": n})
+    assert row is not None
+    return int(row["room"])
+
+
+async def test_held_jobs_of_a_limited_queue_have_rows_and_lose_them_on_every_way_out(
+    conn: Conn,
+) -> None:
+    project, queue, worker = await _queue(conn, "limited", 10)
+    await _enqueue(conn, project, queue, 6)
+    assert await _state(conn, queue) == {"held_counted": True, "fill_started": False}
+
+    claimed = await claim.claim_batch(conn, queue, worker, 5, lease_s=30, start=True)
+    assert len(claimed) == 5
+    assert await _held_rows(conn, queue) == {j.id for j in claimed}
+    assert await _room(conn, queue) == 5
+
+    done, failed, expired, *kept = claimed
+    assert await transitions.complete_many(conn, [done]) == {done.id}
+    await transitions.fail(conn, failed, "E", "boom")  # a retry: back to scheduled
+    await conn.execute(
+        "UPDATE jobs SET lock_expires_at = now() - interval '1 minute' WHERE id = %s",
+        (expired.id,),
+    )
+    reaped = await reap_expired_leases(conn)
+    assert expired.id in reaped.job_ids
+    await conn.execute("DELETE FROM jobs WHERE id = %s", (kept[0].id,))
+    assert await _held_rows(conn, queue) == {kept[1].id} == await _held_jobs(conn, queue)
+    assert await _room(conn, queue) == 9
+
+
+async def test_a_queue_without_a_limit_keeps_no_rows(conn: Conn) -> None:
+    project, queue, worker = await _queue(conn, "free", None)
+    await _enqueue(conn, project, queue, 3)
+    assert len(await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)) == 3
+    assert await _held_rows(conn, queue) == set()
+    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
+
+
+@HORIZON
+async def test_a_limit_set_after_the_claims_counts_them_once_its_set_is_complete(
+    conn: Conn,
+) -> None:
+    """The count stays on `jobs` until two maintenance calls (the workers' once-a-second
+    rotate_ready) have completed the set; then it reads job_held."""
+    project, queue, worker = await _queue(conn, "late", None)
+    await _enqueue(conn, project, queue, 6)
+    claimed = await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
+    await conn.execute("UPDATE queues SET max_concurrency = 5 WHERE id = %s", (queue.id,))
+    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
+    assert await _room(conn, queue) == 2  # counted in jobs meanwhile
+
+    await claim.rotate_ready(conn)
+    assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
+    await _fill(conn, queue, claim.rotate_ready)
+    assert await _held_rows(conn, queue) == {j.id for j in claimed}
+    assert await _room(conn, queue) == 2
+
+    # Removed, the set starts over; set again, it is completed again without duplicates.
+    await conn.execute("UPDATE queues SET max_concurrency = NULL WHERE id = %s", (queue.id,))
+    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
+    await conn.execute("UPDATE queues SET max_concurrency = 4 WHERE id = %s", (queue.id,))
+    await _fill(conn, queue)
+    rows = await (
+        await conn.execute("SELECT count(*) AS n FROM job_held WHERE queue_id = %s", (queue.id,))
+    ).fetchone()
+    assert rows == {"n": 3}
+    assert await _room(conn, queue) == 1
+
+
+@HORIZON
+async def test_the_set_is_not_completed_while_a_claim_that_made_no_row_may_still_commit(
+    db_url: str, conn: Conn
+) -> None:
+    """A claim whose trigger ran before the limit was committed made no row. Until its
+    transaction ends the fill must wait, or the count would miss its jobs for good."""
+    project, queue, worker = await _queue(conn, "race", None)
+    await _enqueue(conn, project, queue, 6)
+    claimer = await connect(db_url)  # not autocommit: the claim stays uncommitted
+    try:
+        claimed = await claim.claim_batch(claimer, queue, worker, 3, lease_s=30, start=True)
+        await conn.execute("UPDATE queues SET max_concurrency = 4 WHERE id = %s", (queue.id,))
+        for _ in range(3):
+            await claim.keep_held(conn)
+        assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
+        await claimer.commit()
+    finally:
+        await claimer.close()
+    await _fill(conn, queue)
+    assert await _held_rows(conn, queue) == {j.id for j in claimed}
+    assert await _room(conn, queue) == 1
+
+
+async def test_the_rotation_moves_held_rows_and_drops_the_rows_of_jobs_no_longer_held(
+    conn: Conn,
+) -> None:
+    project, queue, worker = await _queue(conn, "rotate", 10)
+    await _enqueue(conn, project, queue, 4)
+    held = await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
+    # A row that no transition will delete: a job that is not held.
+    (stale,) = await claim.claim_batch(conn, queue, worker, 1, lease_s=30, start=True)
+    await transitions.complete_many(conn, [stale])
+    await conn.execute(
+        "INSERT INTO job_held VALUES (job_ready_slot(now()), %s, %s)", (stale.id, queue.id)
+    )
+    assert await _room(conn, queue) == 6
+    outcomes: Counter[str] = Counter()
+    deadline = time.monotonic() + CHURN_S
+    while time.monotonic() < deadline:
+        outcomes[await claim.keep_held(conn)] += 1
+        await asyncio.sleep(0.1)
+    assert outcomes["rotated"] >= 1, outcomes
+    assert await _held_rows(conn, queue) == {j.id for j in held}
+    assert await _room(conn, queue) == 7
+
+
+async def _room_buffers(conn: Conn, queue: QueueRef) -> int:
+    """Shared buffers the room count reads: EXPLAIN (ANALYZE, BUFFERS), never a time."""
+    cur = await conn.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql("job_claim_room"),
+        {"queue_id": queue.id, "n": 100},
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    plan = row["QUERY PLAN"][0]["Plan"]
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+
+
+@HORIZON
+async def test_under_a_held_xid_the_count_reads_only_the_last_rotations_rows(
+    db_url: str, conn: Conn
+) -> None:
+    """Thousands of jobs run through a limited queue while an xid is held. The count on `jobs`
+    walks the dead entry of each; the held set's rotation has dropped all but the last few
+    periods' rows."""
+    project, queue, worker = await _queue(conn, "pressure", 100)
+    await _enqueue(conn, project, queue, 6000)
+    holder = await connect(db_url)
+    try:
+        await holder.execute("SELECT txid_current()")
+        outcomes: Counter[str] = Counter()
+        started = time.monotonic()
+        while True:
+            jobs = await claim.claim_batch(conn, queue, worker, 100, lease_s=30, start=True)
+            if not jobs:
+                break
+            await transitions.complete_many(conn, jobs)
+            outcomes[await claim.keep_held(conn)] += 1
+        # The rotation needs every partition to have been next once since the run began.
+        while time.monotonic() - started < CHURN_S:
+            outcomes[await claim.keep_held(conn)] += 1
+            await asyncio.sleep(0.1)
+        in_held_set = await _room_buffers(conn, queue)
+        await conn.execute("UPDATE queues SET held_counted = false WHERE id = %s", (queue.id,))
+        in_jobs = await _room_buffers(conn, queue)
+    finally:
+        await holder.rollback()
+        await holder.close()
+    print(f"room count buffers: held set {in_held_set}, jobs {in_jobs}; rotations {outcomes}")
+    assert outcomes["rotated"] >= 1, outcomes
+    assert in_jobs > 100
+    assert in_held_set < 20, in_held_set
+
+
+async def test_the_room_count_reads_the_held_set_once_complete(conn: Conn) -> None:
+    """A held row counts against the limit, whatever `jobs` says: the count reads job_held."""
+    project, queue, worker = await _queue(conn, "counted", 3)
+    await _enqueue(conn, project, queue, 3)
+    await conn.execute(
+        "INSERT INTO job_held VALUES (job_ready_slot(now()), -1, %s)", (queue.id,)
+    )
+    assert await _room(conn, queue) == 2
+    assert len(await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)) == 2
+
+
+@HORIZON
+async def test_a_fill_while_another_runs_does_nothing(db_url: str, conn: Conn) -> None:
+    """Two fills at once would each copy the same held jobs, and the queue would count them
+    twice for as long as they run."""
+    project, queue, worker = await _queue(conn, "twice", None)
+    await _enqueue(conn, project, queue, 3)
+    await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
+    await conn.execute("UPDATE queues SET max_concurrency = 5 WHERE id = %s", (queue.id,))
+    await claim.keep_held(conn)
+    other = await connect(db_url)
+    try:
+        await other.execute("SELECT pg_advisory_xact_lock(hashtext('jobyard.job_held_fill'))")
+        await claim.keep_held(conn)
+        assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
+    finally:
+        await other.rollback()
+        await other.close()
+    await _fill(conn, queue)
+    assert len(await _held_rows(conn, queue)) == 3
