@@ -19,8 +19,8 @@ from jobyard.core import claim, enqueue, transitions
 from jobyard.core.claim import queues_by_names
 from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db import run
-from jobyard.db.queries import sql
 from jobyard.db.pool import Conn, connect
+from jobyard.db.queries import sql
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import QueueRef
 from jobyard.domain.schemas import BatchCreate, BatchItem
@@ -258,9 +258,7 @@ async def test_the_room_count_reads_the_held_set_once_complete(conn: Conn) -> No
     """A held row counts against the limit, whatever `jobs` says: the count reads job_held."""
     project, queue, worker = await _queue(conn, "counted", 3)
     await _enqueue(conn, project, queue, 3)
-    await conn.execute(
-        "INSERT INTO job_held VALUES (job_ready_slot(now()), -1, %s)", (queue.id,)
-    )
+    await conn.execute("INSERT INTO job_held VALUES (job_ready_slot(now()), -1, %s)", (queue.id,))
     assert await _room(conn, queue) == 2
     assert len(await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)) == 2
 
