@@ -103,12 +103,17 @@ def test_hot_relations_are_found_by_name_and_by_activity() -> None:
         return Sample(at, "steady", 0, 0, 0, None, None, relations)
 
     first = sample({"jobs": 0, "job_executions": 0, "job_ready_0": 0, "job_ready_1": 0,
-                    "job_batches": 0, "queues": 0, "users": 5})  # fmt: skip
+                    "job_held_0": 0, "job_batches": 0, "queues": 0, "users": 5})  # fmt: skip
     last = sample({"jobs": 9_000, "job_executions": 3_000, "job_ready_0": 2_000, "job_ready_1": 1,
-                   "job_batches": 400, "queues": 2, "users": 90})  # fmt: skip
+                   "job_held_0": 0, "job_batches": 400, "queues": 2, "users": 90})  # fmt: skip
     families = timeline.hot_families([first, last], completed=3_000)
-    # Named ones first (partitions as one family), then busy tables (≥ 1 write per 20 jobs).
+    # Named ones first (partitions as one family), then busy tables (≥ 1 write per 20 jobs); the
+    # held set of limited queues only when written.
     assert families == ["jobs", "job_executions", "job_ready*", "job_batches"]
+    limited = sample({"jobs": 9_000, "job_executions": 3_000, "job_ready_0": 2_000,
+                      "job_held_0": 3_000, "job_held_1": 5})  # fmt: skip
+    assert timeline.hot_families([first, limited], completed=3_000) == [
+        "jobs", "job_executions", "job_ready*", "job_held*"]  # fmt: skip
     assert timeline.family("job_ready_17") == "job_ready*"
     assert timeline.family("job_ready") == "job_ready*"
     dead, size = timeline._by_family(last.relations, families)
@@ -231,6 +236,7 @@ def test_steady_with_a_limited_queue_claims_through_the_limit(
     assert data["config"]["max_concurrency"] == 2
     assert summary["steady"]["completed_per_s"] > 0
     assert "`max_concurrency` 2" in block
+    assert "--max-concurrency 2" in block.split("\n\n")[1], block.split("\n\n")[1]
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ the engine records itself (executions' started_at and finished_at, jobs' run_at/
 read back at the end and cut into the same windows, so completions and pickup latency per window
 are exact and cost the running system nothing.
 
-The hot relations are not named in advance: `jobs`, `job_executions` and anything whose name
-starts with `job_ready` are always shown, plus any other table written at least once for every
-twenty jobs completed. The same run therefore measures whichever storage design the schema has.
+The hot relations are not named in advance: `jobs` and `job_executions` are always shown, the
+partitions of `job_ready` and `job_held` as one family each whenever the run wrote them, plus
+any other table written at least once for every twenty jobs completed. The same run therefore
+measures whichever storage design the schema has.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ from jobyard.domain import limits
 from jobyard.domain.schemas import BatchCreate, BatchItem
 
 SCENARIOS: Final = ("steady", "pressure", "burndown")
-# The families always shown: exact names, and a prefix for a design's ready/partition tables.
+# The families always shown: exact names, and a prefix for a design's partitioned tables (the
+# ready set; the held set of limited queues, shown only when the run wrote it).
 NAMED: Final = ("jobs", "job_executions")
-PREFIXES: Final = ("job_ready",)
+PREFIXES: Final = ("job_ready", "job_held")
 # Any other table is hot when it is written at least once for every 20 jobs completed.
 HOT_WRITES_PER_JOB: Final = 0.05
 # "Back to baseline" after the release: every later window's p99 within this factor of the
@@ -301,6 +303,9 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
+_PREFIXED: Final = tuple(p + "*" for p in PREFIXES)
+
+
 def family(relation: str) -> str:
     """The name a relation is shown under: a design's numbered partitions add up as one."""
     for prefix in PREFIXES:
@@ -312,17 +317,14 @@ def family(relation: str) -> str:
 def hot_families(samples: list[Sample], completed: int) -> list[str]:
     """NAMED and PREFIXES families present, then every other busy table, by writes."""
     first, last = samples[0].relations, samples[-1].relations
-    named = [f for f in (*NAMED, *(p + "*" for p in PREFIXES)) if any(family(r) == f for r in last)]
+    writes = {r: stat.writes - (first[r].writes if r in first else 0) for r, stat in last.items()}
+    named: list[str] = [f for f in NAMED if f in last]
+    named += [
+        p + "*" for p in PREFIXES if any(family(r) == p + "*" and writes[r] > 0 for r in last)
+    ]
     floor = max(100.0, completed * HOT_WRITES_PER_JOB)
-    busy = sorted(
-        (
-            (stat.writes - (first[r].writes if r in first else 0), r)
-            for r, stat in last.items()
-            if family(r) not in named
-        ),
-        reverse=True,
-    )
-    return named + [r for writes, r in busy if writes >= floor]
+    busy = sorted(((w, r) for r, w in writes.items() if family(r) not in named), reverse=True)
+    return named + [r for w, r in busy if w >= floor and family(r) not in _PREFIXED]
 
 
 def _by_family(

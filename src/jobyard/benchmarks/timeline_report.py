@@ -116,6 +116,8 @@ def command_line(result: TimelineResult, tag: str | None) -> str:
         flag("--readers", c.readers, d.readers)
     if c.scenario == "burndown":
         flag("--jobs", c.jobs, d.jobs)
+    elif c.max_concurrency is not None:
+        args.extend(["--max-concurrency", str(c.max_concurrency)])
     flag("--sample-s", c.sample_s, d.sample_s)
     if tag:
         args.extend(["--tag", tag])

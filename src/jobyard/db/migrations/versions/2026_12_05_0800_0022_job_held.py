@@ -16,7 +16,9 @@ queue's claims, serialized behind its lock, waited for it: pickup p99 21× its b
   limit for longer than a rotation.
 - `jobs_held_sync` (statement triggers on jobs): a claim that makes jobs of a limited queue held
   inserts their rows; any transition out of `claimed`/`running` deletes them, whatever the queue.
-  Jobs are never inserted held, so no INSERT trigger.
+  Jobs are never inserted held, so no INSERT trigger. While no queue has a limit an UPDATE pays
+  one probe of the partial index `queues_limited_idx` and nothing else (a drain without it was
+  6–7 % slower, docs/BENCHMARKS.md).
 - The count reads `job_held` only once the queue's set is complete (`queues.held_counted`). A
   limit set on a queue that has held jobs starts incomplete, and `job_held_fill` completes it in
   two calls, each its own transaction: the first records its own transaction id in
@@ -68,6 +70,8 @@ CREATE INDEX job_held_job_idx ON job_held (job_id);
 ALTER TABLE queues
     ADD COLUMN held_counted boolean NOT NULL DEFAULT false,
     ADD COLUMN held_fill_after xid8;
+-- Whether any queue has a limit: the held-set trigger asks on every statement that updates jobs.
+CREATE INDEX queues_limited_idx ON queues (id) WHERE max_concurrency IS NOT NULL;
 COMMENT ON COLUMN queues.held_counted IS
     'job_held holds a row for every held job of this queue: the claim counts there (migration 0022)';
 COMMENT ON COLUMN queues.held_fill_after IS
@@ -99,6 +103,12 @@ BEGIN
         IF EXISTS (SELECT FROM gone WHERE status IN ('claimed', 'running')) THEN
             DELETE FROM job_held h USING gone g WHERE h.job_id = g.id;
         END IF;
+        RETURN NULL;
+    END IF;
+    -- Most deployments set no limit: then one probe of an empty partial index is all a claim or
+    -- a completion pays here. Rows left behind by a limit removed since are the rotation's to
+    -- drop (it keeps only the rows of held jobs).
+    IF NOT EXISTS (SELECT FROM queues WHERE max_concurrency IS NOT NULL) THEN
         RETURN NULL;
     END IF;
     -- Left a held state (completion, failure, retry, lease expiry), on any queue: the limit may
@@ -274,6 +284,7 @@ DROP TRIGGER jobs_held_upd ON jobs;
 DROP FUNCTION jobs_held_sync();
 DROP TRIGGER queues_held_reset ON queues;
 DROP FUNCTION queues_held_reset();
+DROP INDEX queues_limited_idx;
 ALTER TABLE queues DROP COLUMN held_fill_after, DROP COLUMN held_counted;
 DROP TABLE job_held;
 """
