@@ -528,6 +528,12 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
+    -- Most deployments set no limit: then one probe of an empty partial index is all a claim or
+    -- a completion pays here. Rows left behind by a limit removed since are the rotation's to
+    -- drop (it keeps only the rows of held jobs).
+    IF NOT EXISTS (SELECT FROM queues WHERE max_concurrency IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
     -- Left a held state (completion, failure, retry, lease expiry), on any queue: the limit may
     -- have been removed since the row was made.
     IF EXISTS (SELECT FROM old_jobs WHERE status IN ('claimed', 'running'))
@@ -1740,6 +1746,8 @@ CREATE INDEX organization_members_user_idx ON public.organization_members USING 
 CREATE INDEX queue_stats_bucket_idx ON public.queue_stats USING btree (bucket);
 
 CREATE INDEX queue_stats_hourly_bucket_idx ON public.queue_stats_hourly USING btree (bucket);
+
+CREATE INDEX queues_limited_idx ON public.queues USING btree (id) WHERE (max_concurrency IS NOT NULL);
 
 CREATE INDEX rate_limit_counters_window_idx ON public.rate_limit_counters USING btree (window_start);
 
