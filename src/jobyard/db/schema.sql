@@ -189,27 +189,14 @@ BEGIN
 END $$;
 
 CREATE FUNCTION public.job_held_rotate(wait_ms integer DEFAULT 20, held_ms integer DEFAULT 1000) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$
-DECLARE
-    current_slot smallint := job_ready_slot(clock_timestamp());
-    target text := format('job_held_%s', (current_slot + 1) % 3);
-    outcome text;
-BEGIN
-    outcome := job_set_rotate_lock('job_held', target, wait_ms, held_ms);
-    IF outcome IS NOT NULL THEN
-        RETURN outcome;
-    END IF;
-    -- Only the rows of jobs still held move: one whose transition did not delete it dies here
-    -- instead of counting against its queue's limit for good.
-    EXECUTE format(
-        'INSERT INTO %I (slot, job_id, queue_id)'
-        ' SELECT %s, t.job_id, t.queue_id FROM %I t JOIN jobs j ON j.id = t.job_id'
+    SELECT job_set_rotate(
+        'job_held',
+        't.job_id, t.queue_id FROM %I t JOIN jobs j ON j.id = t.job_id'
         ' WHERE j.status IN (''claimed'', ''running'')',
-        format('job_held_%s', current_slot), current_slot, target);
-    EXECUTE format('TRUNCATE %I', target);
-    RETURN 'rotated';
-END $$;
+        wait_ms, held_ms)
+$$;
 
 CREATE FUNCTION public.job_ready_refresh_stats(min_changes integer DEFAULT 2000, min_interval_s double precision DEFAULT 10) RETURNS integer
     LANGUAGE plpgsql
@@ -240,26 +227,12 @@ BEGIN
 END $$;
 
 CREATE FUNCTION public.job_ready_rotate(wait_ms integer DEFAULT 20, held_ms integer DEFAULT 1000) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE sql
     AS $$
-DECLARE
-    current_slot smallint := job_ready_slot(clock_timestamp());
-    target text := format('job_ready_%s', (current_slot + 1) % 3);
-    outcome text;
-BEGIN
-    outcome := job_set_rotate_lock('job_ready', target, wait_ms, held_ms);
-    IF outcome IS NOT NULL THEN
-        RETURN outcome;
-    END IF;
-    -- Under the exclusive lock no claim can hold or take one of these rows, so each live row is
-    -- in exactly one partition when the lock is released.
-    EXECUTE format(
-        'INSERT INTO %I (slot, job_id, queue_id, priority, run_at, suspect)'
-        ' SELECT %s, job_id, queue_id, priority, run_at, suspect FROM %I',
-        format('job_ready_%s', current_slot), current_slot, target);
-    EXECUTE format('TRUNCATE %I', target);
-    RETURN 'rotated';
-END $$;
+    SELECT job_set_rotate(
+        'job_ready', 't.job_id, t.queue_id, t.priority, t.run_at, t.suspect FROM %I t',
+        wait_ms, held_ms)
+$$;
 
 CREATE FUNCTION public.job_ready_slot(at timestamp with time zone) RETURNS smallint
     LANGUAGE sql STABLE PARALLEL SAFE
@@ -267,10 +240,12 @@ CREATE FUNCTION public.job_ready_slot(at timestamp with time zone) RETURNS small
     SELECT (floor(extract(epoch FROM at) / 2)::bigint % 3)::smallint
 $$;
 
-CREATE FUNCTION public.job_set_rotate_lock(family text, target text, wait_ms integer, held_ms integer) RETURNS text
+CREATE FUNCTION public.job_set_rotate(family text, keep text, wait_ms integer, held_ms integer) RETURNS text
     LANGUAGE plpgsql
     AS $$
 DECLARE
+    current_slot smallint := job_ready_slot(clock_timestamp());
+    target text := format('%s_%s', family, (current_slot + 1) % 3);
     live integer;
 BEGIN
     IF pg_relation_size(target::regclass) = 0 THEN
@@ -306,7 +281,13 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN 'locked';
     END;
-    RETURN NULL;
+    -- Under the exclusive lock no claim can hold or take one of these rows, so each live row is
+    -- in exactly one partition when the lock is released. `keep` lists the columns after `slot`
+    -- in the table's order.
+    EXECUTE format('INSERT INTO %I SELECT %s, %s', format('%s_%s', family, current_slot),
+                   current_slot, format(keep, target));
+    EXECUTE format('TRUNCATE %I', target);
+    RETURN 'rotated';
 END $$;
 
 CREATE FUNCTION public.jobs_batch_purged() RETURNS trigger

@@ -10,10 +10,10 @@ queue's claims, serialized behind its lock, waited for it: pickup p99 21× its b
 
 - `job_held (slot, job_id, queue_id)`: one row per held job of a queue that has a limit,
   LIST-partitioned on the two-second `job_ready_slot` like `job_ready`. `job_held_rotate` empties
-  the partition that becomes current next the same way (its live rows moved, then TRUNCATE),
-  sharing its checks with `job_ready_rotate` (`job_set_rotate_lock`). The move keeps only rows
-  whose job is still held, so a row that a transition failed to delete cannot count against the
-  limit for longer than a rotation.
+  the partition that becomes current next the same way (its live rows moved, then TRUNCATE):
+  both are now one function, `job_set_rotate`, given the set's name and what to keep. The move
+  keeps only rows whose job is still held, so a row that a transition failed to delete cannot
+  count against the limit for longer than a rotation.
 - `jobs_held_sync` (statement triggers on jobs): a claim that makes jobs of a limited queue held
   inserts their rows; any transition out of `claimed`/`running` deletes them, whatever the queue.
   Jobs are never inserted held, so no INSERT trigger. While no queue has a limit an UPDATE pays
@@ -138,15 +138,18 @@ CREATE TRIGGER jobs_held_del AFTER DELETE ON jobs REFERENCING OLD TABLE AS gone
 CREATE TRIGGER jobs_held_truncate AFTER TRUNCATE ON jobs
     FOR EACH STATEMENT EXECUTE FUNCTION jobs_held_sync();
 
--- What a rotation of job_ready or job_held checks before it may empty `target` (the partition of
--- `family` that becomes current next): 'clean' (empty on disk), 'locked' (held by a transaction
--- older than held_ms, or still held after wait_ms), 'crowded' (more than 2,000 live rows to
--- copy under the lock), 'busy' (another session rotates this family), or NULL: `target` is now
--- locked ACCESS EXCLUSIVE until the caller's transaction ends. The order and the reasons are
--- those of migrations 0012, 0015, 0017 and 0020.
-CREATE FUNCTION job_set_rotate_lock(family text, target text, wait_ms integer, held_ms integer)
+-- One rotation for both partitioned sets, job_ready and job_held (`family`): empty the partition
+-- that becomes current next. Returns 'clean' (empty on disk), 'locked' (held by a transaction
+-- older than held_ms, or still held after wait_ms), 'crowded' (more than 2,000 live rows to copy
+-- under the lock), 'busy' (another session rotates this family) or 'rotated': the rows that
+-- `keep` selects from the partition (`t`) moved to the current one, then TRUNCATE. `keep` is a
+-- constant of the two wrappers below, never input. The order and the reasons are those of
+-- migrations 0012, 0015, 0017 and 0020.
+CREATE FUNCTION job_set_rotate(family text, keep text, wait_ms integer, held_ms integer)
 RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
+    current_slot smallint := job_ready_slot(clock_timestamp());
+    target text := format('%s_%s', family, (current_slot + 1) % 3);
     live integer;
 BEGIN
     IF pg_relation_size(target::regclass) = 0 THEN
@@ -182,51 +185,32 @@ BEGIN
     EXCEPTION WHEN lock_not_available THEN
         RETURN 'locked';
     END;
-    RETURN NULL;
+    -- Under the exclusive lock no claim can hold or take one of these rows, so each live row is
+    -- in exactly one partition when the lock is released. `keep` lists the columns after `slot`
+    -- in the table's order.
+    EXECUTE format('INSERT INTO %I SELECT %s, %s', format('%s_%s', family, current_slot),
+                   current_slot, format(keep, target));
+    EXECUTE format('TRUNCATE %I', target);
+    RETURN 'rotated';
 END $$;
 
 CREATE OR REPLACE FUNCTION job_ready_rotate(wait_ms integer DEFAULT 20, held_ms integer DEFAULT 1000)
-RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    current_slot smallint := job_ready_slot(clock_timestamp());
-    target text := format('job_ready_%s', (current_slot + 1) % 3);
-    outcome text;
-BEGIN
-    outcome := job_set_rotate_lock('job_ready', target, wait_ms, held_ms);
-    IF outcome IS NOT NULL THEN
-        RETURN outcome;
-    END IF;
-    -- Under the exclusive lock no claim can hold or take one of these rows, so each live row is
-    -- in exactly one partition when the lock is released.
-    EXECUTE format(
-        'INSERT INTO %I (slot, job_id, queue_id, priority, run_at, suspect)'
-        ' SELECT %s, job_id, queue_id, priority, run_at, suspect FROM %I',
-        format('job_ready_%s', current_slot), current_slot, target);
-    EXECUTE format('TRUNCATE %I', target);
-    RETURN 'rotated';
-END $$;
+RETURNS text LANGUAGE sql AS $$
+    SELECT job_set_rotate(
+        'job_ready', 't.job_id, t.queue_id, t.priority, t.run_at, t.suspect FROM %I t',
+        wait_ms, held_ms)
+$$;
 
+-- Only the rows of jobs still held move: one whose transition did not delete it dies here
+-- instead of counting against its queue's limit for good.
 CREATE FUNCTION job_held_rotate(wait_ms integer DEFAULT 20, held_ms integer DEFAULT 1000)
-RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    current_slot smallint := job_ready_slot(clock_timestamp());
-    target text := format('job_held_%s', (current_slot + 1) % 3);
-    outcome text;
-BEGIN
-    outcome := job_set_rotate_lock('job_held', target, wait_ms, held_ms);
-    IF outcome IS NOT NULL THEN
-        RETURN outcome;
-    END IF;
-    -- Only the rows of jobs still held move: one whose transition did not delete it dies here
-    -- instead of counting against its queue's limit for good.
-    EXECUTE format(
-        'INSERT INTO %I (slot, job_id, queue_id)'
-        ' SELECT %s, t.job_id, t.queue_id FROM %I t JOIN jobs j ON j.id = t.job_id'
+RETURNS text LANGUAGE sql AS $$
+    SELECT job_set_rotate(
+        'job_held',
+        't.job_id, t.queue_id FROM %I t JOIN jobs j ON j.id = t.job_id'
         ' WHERE j.status IN (''claimed'', ''running'')',
-        format('job_held_%s', current_slot), current_slot, target);
-    EXECUTE format('TRUNCATE %I', target);
-    RETURN 'rotated';
-END $$;
+        wait_ms, held_ms)
+$$;
 
 -- Complete the held set of each queue whose limit came after its held jobs (see the module
 -- docstring); the number of queues completed. Call it outside any transaction: each call's
@@ -298,4 +282,4 @@ def downgrade() -> None:
     op.execute(DOWNGRADE)
     # job_ready_rotate as 0020 left it, then the helper it no longer calls.
     op.execute(importlib.import_module(_ROTATE_0020)._reordered())
-    op.execute("DROP FUNCTION job_set_rotate_lock(text, text, integer, integer);")
+    op.execute("DROP FUNCTION job_set_rotate(text, text, integer, integer);")
