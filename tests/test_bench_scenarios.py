@@ -388,3 +388,23 @@ def test_windows_are_cut_at_the_samples(tmp_path: Path) -> None:
         "bytes": 4,
     }
     json.dumps(plain)  # plain JSON all the way down
+
+
+def test_a_run_without_matplotlib_keeps_its_block_and_json_and_says_how_to_plot_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """matplotlib is a development dependency: from an installed wheel a scenario's measurements
+    must still be written, with the command that draws the plot where it is installed."""
+    saved = Path(__file__).parents[1] / "docs" / "bench" / "pressure-limited-held-set.json"
+    result = timeline.result_from_json(json.loads(saved.read_text(encoding="utf-8")))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    markdown = tmp_path / "BENCHMARKS.md"
+    out = timeline_report.write_all(result, markdown, "user")
+    assert not out.plotted and not out.plot.exists() and out.samples.exists()
+    assert out.written() == f"{markdown}, {out.samples}"
+    block = markdown.read_text(encoding="utf-8")
+    assert "](bench/pressure-user.png)" not in block
+    assert (
+        "`jobyard bench --scenario pressure --from-json bench/pressure-user.json --tag user`"
+        in block
+    )

@@ -11,7 +11,6 @@ from typing import Final
 
 from rich.table import Table
 
-from jobyard.benchmarks.processes import BenchError
 from jobyard.benchmarks.timeline import FULL, RECOVERY_P99_FACTOR, TimelineResult
 
 # The issue's targets, judged in the block (ratios within one run).
@@ -26,6 +25,13 @@ class Outputs:
     markdown: Path
     plot: Path
     samples: Path
+    # False when matplotlib (a development dependency) is missing: the block says how to draw
+    # the plot later from the JSON, and the run's measurements are not lost for want of it.
+    plotted: bool = True
+
+    def written(self) -> str:
+        files = [self.markdown, *([self.plot] if self.plotted else []), self.samples]
+        return ", ".join(str(f) for f in files)
 
 
 def slug(result: TimelineResult, tag: str | None) -> str:
@@ -53,11 +59,12 @@ def write_all(result: TimelineResult, markdown: Path, tag: str | None = None) ->
     # Compact: minutes of samples of every hot relation; the file is read by programs.
     text = json.dumps(result.json_object(), separators=(",", ":"))
     out.samples.write_text(text + "\n", encoding="utf-8")
-    plot(result, out.plot, title=command_line(result, tag))
-    block = render_block(result, name, out.plot.relative_to(markdown.parent).as_posix(),
+    plotted = plot(result, out.plot, title=command_line(result, tag))
+    plot_link = out.plot.relative_to(markdown.parent).as_posix() if plotted else None
+    block = render_block(result, name, plot_link,
                          out.samples.relative_to(markdown.parent).as_posix(), tag)  # fmt: skip
     replace_block(markdown, name, block)
-    return out
+    return Outputs(out.markdown, out.plot, out.samples, plotted=plotted)
 
 
 def replace_block(path: Path, name: str, block: str) -> None:
@@ -125,7 +132,11 @@ def command_line(result: TimelineResult, tag: str | None) -> str:
 
 
 def render_block(
-    result: TimelineResult, name: str, plot_link: str, json_link: str, tag: str | None = None
+    result: TimelineResult,
+    name: str,
+    plot_link: str | None,
+    json_link: str,
+    tag: str | None = None,
 ) -> str:
     begin, end = markers(name)
     minutes = result.windows[-1].end_s / 60 if result.windows else 0.0
@@ -146,8 +157,15 @@ def render_block(
     if result.quarters:
         lines += _quarter_table(result)
     lines += _relation_table(result)
+    scenario = result.config.scenario
+    picture = (
+        f"![{name} over time]({plot_link})"
+        if plot_link is not None
+        else f"No plot: matplotlib was not installed. Draw it with `jobyard bench --scenario "
+        f"{scenario} --from-json {json_link}" + (f" --tag {tag}" if tag else "") + "` where it is."
+    )
     lines += [
-        f"![{name} over time]({plot_link})",
+        picture,
         "",
         f"Raw samples and windows: [{json_link}]({json_link}).",
         "",
@@ -293,17 +311,16 @@ def _relation_table(result: TimelineResult) -> list[str]:
     return lines
 
 
-def plot(result: TimelineResult, path: Path, *, title: str) -> None:
-    """Panels over time (seconds since the first sample), phase boundaries dotted."""
+def plot(result: TimelineResult, path: Path, *, title: str) -> bool:
+    """Panels over time (seconds since the first sample), phase boundaries dotted. False, and
+    nothing drawn, when matplotlib (a development dependency) is not installed."""
     # matplotlib logs its font cache at info; the progress lines are ours.
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     try:
         from matplotlib.figure import Figure
         from matplotlib.ticker import ScalarFormatter
     except ImportError:
-        raise BenchError(
-            "the plot needs matplotlib, a development dependency: run `make install`"
-        ) from None
+        return False
     windows = result.windows
     x = [w.end_s for w in windows]
     pickup = result.rate is not None
@@ -355,6 +372,7 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> None:
         a.grid(True, alpha=0.3)
         a.set_xlim(left=0)
     fig.savefig(path, dpi=90)
+    return True
 
 
 def summary_table(result: TimelineResult) -> Table:

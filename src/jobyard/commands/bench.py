@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -17,6 +17,9 @@ from jobyard.db.locate import data_dir as data_dir_of
 from jobyard.db.pool import CONNECTION_ERRORS
 from jobyard.domain.errors import JobyardError
 from jobyard.domain.settings import Settings
+
+if TYPE_CHECKING:
+    from jobyard.benchmarks.timeline_report import Outputs
 
 root = typer.Typer()
 
@@ -397,7 +400,7 @@ def _bench_scenario(
         return
     err.print(timeline_report.summary_table(result))
     if written is not None:
-        err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
+        _report_written(written)
 
 
 def _redraw(source: Path, name: str, tag: str | None, target: Path) -> None:
@@ -417,4 +420,13 @@ def _redraw(source: Path, name: str, tag: str | None, target: Path) -> None:
         written = timeline_report.write_all(result, target, tag)
     except JobyardError as exc:
         raise fail(exc.message, code=exit_code(exc)) from None
-    err.print(f"wrote {written.markdown}, {written.plot}, {written.samples}")
+    _report_written(written)
+
+
+def _report_written(written: Outputs) -> None:
+    err.print(f"wrote {written.written()}")
+    if not written.plotted:
+        err.print(
+            "[yellow]no plot:[/] matplotlib is a development dependency (`make install` in a "
+            "checkout, or `pip install matplotlib`); the block says how to draw it later"
+        )
