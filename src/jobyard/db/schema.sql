@@ -193,8 +193,9 @@ CREATE FUNCTION public.job_held_rotate(wait_ms integer DEFAULT 20, held_ms integ
     AS $$
     SELECT job_set_rotate(
         'job_held',
-        't.job_id, t.queue_id FROM %I t JOIN jobs j ON j.id = t.job_id'
-        ' WHERE j.status IN (''claimed'', ''running'')',
+        't.job_id, t.queue_id FROM %I t'
+        ' WHERE (SELECT j.status::text FROM jobs j WHERE j.id = t.job_id)'
+        ' IN (''claimed'', ''running'')',
         wait_ms, held_ms)
 $$;
 
