@@ -282,3 +282,19 @@ async def test_a_fill_while_another_runs_does_nothing(db_url: str, conn: Conn) -
         await other.close()
     await _fill(conn, queue)
     assert len(await _held_rows(conn, queue)) == 3
+
+
+async def test_an_enqueue_does_not_wait_for_a_limited_queue_s_claim_lock(
+    db_url: str, conn: Conn
+) -> None:
+    """Claims of a limited queue take turns on the queue's row lock; an enqueue to the queue
+    only needs the row to stay (FOR KEY SHARE), so it must not wait for a claim in progress."""
+    project, queue, _ = await _queue(conn, "busy", 5)
+    claimer = await connect(db_url)  # not autocommit: the lock is held until the rollback
+    try:
+        await run.one(claimer, "job_claim_lock_queue", {"queue_id": queue.id})
+        await conn.execute("SET lock_timeout = '2s'")
+        await _enqueue(conn, project, queue, 1)  # with FOR UPDATE: LockNotAvailable after 2 s
+    finally:
+        await claimer.rollback()
+        await claimer.close()
