@@ -397,7 +397,11 @@ def test_a_run_without_matplotlib_keeps_its_block_and_json_and_says_how_to_plot_
     must still be written, with the command that draws the plot where it is installed."""
     saved = Path(__file__).parents[1] / "docs" / "bench" / "pressure-limited-held-set.json"
     result = timeline.result_from_json(json.loads(saved.read_text(encoding="utf-8")))
-    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    # Every matplotlib import now fails, also of submodules an earlier test left in sys.modules
+    # (in CI a test that plots ran first in the same process, and only `matplotlib` was blocked).
+    loaded = [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]
+    for name in {*loaded, "matplotlib", "matplotlib.figure", "matplotlib.ticker"}:
+        monkeypatch.setitem(sys.modules, name, None)
     markdown = tmp_path / "BENCHMARKS.md"
     out = timeline_report.write_all(result, markdown, "user")
     assert not out.plotted and not out.plot.exists() and out.samples.exists()
