@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from jobyard.core import claim, enqueue, transitions
 from jobyard.core.claim import queues_by_names
 from jobyard.core.maintenance import reap_expired_leases
 from jobyard.db import run
+from jobyard.db.explain import plan_stats
 from jobyard.db.pool import Conn, connect
 from jobyard.db.queries import sql
 from jobyard.domain.ids import ProjectId, WorkerId
@@ -79,7 +81,9 @@ async def _state(conn: Conn, queue: QueueRef) -> dict[str, Any]:
     return dict(row)
 
 
-async def _fill(conn: Conn, queue: QueueRef, keep: Any = claim.keep_held) -> None:
+async def _fill(
+    conn: Conn, queue: QueueRef, keep: Callable[[Conn], Awaitable[str]] = claim.keep_held
+) -> None:
     """Call `keep` (the maintenance that completes a held set) until the queue's set is complete:
     a transaction of another test, anywhere on the server, may make it wait."""
     deadline = time.monotonic() + FILL_WITHIN_S
@@ -214,8 +218,8 @@ async def _room_buffers(conn: Conn, queue: QueueRef) -> int:
     )
     row = await cur.fetchone()
     assert row is not None
-    plan = row["QUERY PLAN"][0]["Plan"]
-    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"])
+    stats = plan_stats(row["QUERY PLAN"][0])
+    return stats.shared_hit + stats.shared_read
 
 
 @HORIZON

@@ -303,9 +303,6 @@ def _round(value: float | None, digits: int) -> float | None:
     return None if value is None else round(value, digits)
 
 
-_PREFIXED: Final = tuple(p + "*" for p in PREFIXES)
-
-
 def family(relation: str) -> str:
     """The name a relation is shown under: a design's numbered partitions add up as one."""
     for prefix in PREFIXES:
@@ -324,7 +321,8 @@ def hot_families(samples: list[Sample], completed: int) -> list[str]:
     ]
     floor = max(100.0, completed * HOT_WRITES_PER_JOB)
     busy = sorted(((w, r) for r, w in writes.items() if family(r) not in named), reverse=True)
-    return named + [r for w, r in busy if w >= floor and family(r) not in _PREFIXED]
+    # A family of PREFIXES left out above was not written, so it is below the floor here.
+    return named + [r for w, r in busy if w >= floor]
 
 
 def _by_family(

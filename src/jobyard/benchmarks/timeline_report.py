@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -64,7 +64,7 @@ def write_all(result: TimelineResult, markdown: Path, tag: str | None = None) ->
     block = render_block(result, name, plot_link,
                          out.samples.relative_to(markdown.parent).as_posix(), tag)  # fmt: skip
     replace_block(markdown, name, block)
-    return Outputs(out.markdown, out.plot, out.samples, plotted=plotted)
+    return replace(out, plotted=plotted)
 
 
 def replace_block(path: Path, name: str, block: str) -> None:
