@@ -2,6 +2,7 @@
 worker backends' wait events sampled from pg_stat_activity (docs/BENCHMARKS.md).
 
     .venv/bin/python benchmarks/profile/drain.py [--jobs 100000] [--processes 2] [--rate 100]
+        [--max-concurrency N]
 
 Starts its own embedded PostgreSQL in .jobyard/profile/pgdata (jobyard's settings, plus
 shared_preload_libraries = pg_stat_statements), clones the migrated template, queues `--jobs`
@@ -27,7 +28,7 @@ from profiling_server import start_with
 
 from jobyard.benchmarks import scenarios
 from jobyard.benchmarks.processes import WorkerProcesses
-from jobyard.core import claim, enqueue, projects
+from jobyard.core import admin, claim, enqueue, projects
 from jobyard.db import embedded, run, testing
 from jobyard.db.pool import connect
 from jobyard.domain import limits
@@ -48,10 +49,13 @@ async def prefill(
     *,
     extensions: tuple[str, ...] = ("pg_stat_statements",),
     vacuum: bool = True,
+    max_concurrency: int | None = None,
 ) -> int:
     """Queue `jobs` no-op jobs by jobyard's batch insert; returns the queue's id. With `vacuum`,
     the table is vacuumed and analyzed before the drain (a steady start); without it, the drain
-    starts from the state a bulk enqueue leaves, as `jobyard bench --scenario burndown` does."""
+    starts from the state a bulk enqueue leaves, as `jobyard bench --scenario burndown` does.
+    With `max_concurrency` the queue gets that limit first, so every claim goes the limited way
+    (the queue's lock, the room count in `job_held`, then the claim)."""
     conn = await connect(url, autocommit=True)
     try:
         for extension in extensions:
@@ -59,6 +63,9 @@ async def prefill(
         project_id = await projects.resolve_project(conn, scenarios.PROJECT, create=True)
         await projects.ensure_queues(conn, project_id, [scenarios.QUEUE])
         (queue,) = await claim.queues_by_names(conn, project_id, [scenarios.QUEUE])
+        if max_concurrency is not None:
+            limit = {"max_concurrency": max_concurrency}
+            await admin.update_queue(conn, project_id, queue.id, limit)
         for at in range(0, jobs, limits.MAX_BATCH_SIZE):
             size = min(limits.MAX_BATCH_SIZE, jobs - at)
             batch = BatchCreate(queue=scenarios.QUEUE, jobs=[BatchItem(handler="noop")] * size)
@@ -130,6 +137,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument(
+        "--max-concurrency",
+        type=int,
+        default=None,
+        help="give the queue this limit (the limited claim path)",
+    )
     args = parser.parse_args()
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     admin_url = start_with(
@@ -140,7 +153,7 @@ def main() -> None:
     url = testing.create_clone(admin_url, template, "jy_profile_")
     try:
         log(f"queueing {args.jobs:,} no-op jobs")
-        queue_id = asyncio.run(prefill(url, args.jobs))
+        queue_id = asyncio.run(prefill(url, args.jobs, max_concurrency=args.max_concurrency))
         workers = WorkerProcesses(url, scenarios.PROJECT, scenarios.QUEUE, 100, args.processes)
         workers.start()
         raw = OUT / "worker0.raw"
@@ -173,7 +186,9 @@ def main() -> None:
     w = seen["window"]
     elapsed = (w["last_finished"] - w["first_started"]).total_seconds()
     print(
-        f"Drain of {args.jobs:,} jobs, {args.processes} processes: {args.jobs / elapsed:,.0f} "
+        f"Drain of {args.jobs:,} jobs, {args.processes} processes"
+        + (f", queue limited to {args.max_concurrency}" if args.max_concurrency else "")
+        + f": {args.jobs / elapsed:,.0f} "
         f"jobs/s ({elapsed:.1f} s, load average {Path('/proc/loadavg').read_text().split()[0]})\n"
     )
     print("| calls | total ms | mean ms | rows | statement |\n|---|---|---|---|---|")
