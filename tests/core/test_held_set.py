@@ -246,6 +246,9 @@ async def test_under_a_held_xid_the_count_reads_only_the_last_rotations_rows(
         while time.monotonic() - started < CHURN_S:
             outcomes[await claim.keep_held(conn)] += 1
             await asyncio.sleep(0.1)
+        # Twice: the first count after a rotation plans job_held_count's statement again (the
+        # TRUNCATE invalidated its cached plan), which reads catalog buffers.
+        await _room_buffers(conn, queue)
         in_held_set = await _room_buffers(conn, queue)
         await conn.execute("UPDATE queues SET held_counted = false WHERE id = %s", (queue.id,))
         in_jobs = await _room_buffers(conn, queue)
@@ -265,6 +268,99 @@ async def test_the_room_count_reads_the_held_set_once_complete(conn: Conn) -> No
     await conn.execute("INSERT INTO job_held VALUES (job_ready_slot(now()), -1, %s)", (queue.id,))
     assert await _room(conn, queue) == 2
     assert len(await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)) == 2
+
+
+async def _heap_blocks_of_room_count(conn: Conn, queue: QueueRef) -> int:
+    """Heap blocks of job_held's partitions that one room count fetches: this transaction's own
+    statistics, which count as the scan goes."""
+    fetched = (
+        "SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(i.inhrelid)), 0)::int AS n"
+        " FROM pg_inherits i WHERE i.inhparent = 'job_held'::regclass"
+    )
+    async with conn.transaction():
+        before = await (await conn.execute(fetched)).fetchone()
+        await _room(conn, queue)
+        after = await (await conn.execute(fetched)).fetchone()
+    assert before is not None and after is not None
+    return int(after["n"]) - int(before["n"])
+
+
+# The room count is serialized by the queue's lock, so what one count reads every claim waits for.
+@HORIZON
+async def test_the_room_count_steps_over_the_rows_of_finished_jobs_once_it_has_seen_them(
+    conn: Conn,
+) -> None:
+    """Thousands of jobs of a limited queue run and finish within a slot period, one stays held.
+    Their rows stay in job_held until the rotation truncates the partition; a count marks their
+    index entries dead, so the next one fetches only the live row's heap page. (A bitmap scan
+    marks nothing and fetched every page again, migration 0023.)"""
+    project, queue, worker = await _queue(conn, "marks-dead", 100)
+    await _enqueue(conn, project, queue, 4001)
+    for _ in range(40):
+        jobs = await claim.claim_batch(conn, queue, worker, 100, lease_s=30, start=True)
+        await transitions.complete_many(conn, jobs)
+    (held,) = await claim.claim_batch(conn, queue, worker, 1, lease_s=30, start=True)
+    assert await _held_rows(conn, queue) == {held.id}
+    # A transaction elsewhere that began before the jobs finished keeps their rows visible to
+    # it, and nothing may be marked until it ends: count until one reads little, or time out.
+    deadline = time.monotonic() + 15.0
+    seen: list[int] = []
+    while not seen or seen[-1] > 2:
+        assert time.monotonic() < deadline, f"heap blocks fetched per count: {seen[-5:]}"
+        seen.append(await _heap_blocks_of_room_count(conn, queue))
+        await asyncio.sleep(0.1)
+    print(f"heap blocks fetched per count: {seen}")
+    assert await _room(conn, queue) == 99
+
+
+async def test_a_count_that_waits_for_a_rotation_sees_the_rows_it_moved(
+    db_url: str, conn: Conn
+) -> None:
+    """A rotation moves a partition's rows to another and truncates it, in one transaction. A
+    count that reaches the partition meanwhile waits for the rotation's lock; its snapshot must
+    be taken after that wait, or it sees neither the moved rows nor the truncated ones."""
+    project, queue, worker = await _queue(conn, "moved", 10)
+    await _enqueue(conn, project, queue, 3)
+    held = await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
+    assert await _room(conn, queue) == 7
+    row = await (
+        await conn.execute(
+            "SELECT min(slot) AS slot, pg_backend_pid() AS pid FROM job_held WHERE queue_id = %s",
+            (queue.id,),
+        )
+    ).fetchone()
+    assert row is not None
+    slot, pid = int(row["slot"]), int(row["pid"])
+    rotator = await connect(db_url)
+    try:
+        # What job_set_rotate does, held open: move the rows on, empty their partition.
+        await rotator.execute(
+            "INSERT INTO job_held (slot, job_id, queue_id)"
+            " SELECT (slot + 1) %% 3, job_id, queue_id FROM job_held WHERE slot = %s",
+            (slot,),
+        )
+        await rotator.execute(f"TRUNCATE job_held_{slot}")
+        counting = asyncio.ensure_future(_room(conn, queue))
+        deadline = time.monotonic() + 10.0
+        waiting = False
+        while not waiting:
+            assert time.monotonic() < deadline, "the count never waited for the rotation"
+            await asyncio.sleep(0.02)
+            waiting = bool(
+                await (
+                    await rotator.execute(
+                        "SELECT 1 FROM pg_stat_activity"
+                        " WHERE pid = %s AND wait_event_type = 'Lock'",
+                        (pid,),
+                    )
+                ).fetchone()
+            )
+        await rotator.commit()
+        assert await counting == 7
+    finally:
+        await rotator.rollback()
+        await rotator.close()
+    assert await _held_rows(conn, queue) == {j.id for j in held}
 
 
 @HORIZON

@@ -386,10 +386,12 @@ FOR NO KEY UPDATE
 -- A limit removed since the caller read it leaves room for all n (never NULL). The held jobs
 -- are counted in job_held once the queue's set there is complete (migration 0022): under a held
 -- xmin horizon jobs_held_idx keeps a dead entry for every job run since, and a count there
--- walks them all, while job_held's rotation drops them within three slot periods.
+-- walks them all, while job_held's rotation drops them within three slot periods. The count
+-- there is job_held_count, an index-only scan that marks the entries of finished jobs' rows dead
+-- so the next count steps over them (a bitmap scan fetched each again: migration 0023).
 -- explain: {"n": 10}
 SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - CASE
-           WHEN q.held_counted THEN (SELECT count(*) FROM job_held h WHERE h.queue_id = q.id)
+           WHEN q.held_counted THEN job_held_count(q.id)
            ELSE (SELECT count(*) FROM jobs j
                  WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running'))
            END, %(n)s))) AS room
