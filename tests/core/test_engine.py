@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import timedelta
 from typing import Any
@@ -128,6 +129,24 @@ async def test_claim_respects_max_concurrency(conn: Conn) -> None:
         await enqueue.enqueue(conn, project, JobCreate(handler="noop"))
     assert len(await claim.claim_batch(conn, queue, worker, 10, lease_s=30)) == 2
     assert await claim.claim_batch(conn, queue, worker, 10, lease_s=30) == []
+
+
+async def test_a_claim_says_when_the_queue_s_limit_left_less_room_than_asked(conn: Conn) -> None:
+    """What tells a worker to claim again as soon as one of the queue's jobs finishes."""
+    project, queue, worker = await _setup(conn, max_concurrency=3)
+    for _ in range(5):
+        await enqueue.enqueue(conn, project, JobCreate(handler="noop"))
+    first = await claim.claim(conn, queue, worker, 1, lease_s=30)
+    assert (len(first.jobs), first.room_bound) == (1, False)
+    second = await claim.claim(conn, queue, worker, 10, lease_s=30)
+    assert (len(second.jobs), second.room_bound) == (2, True)
+    third = await claim.claim(conn, queue, worker, 1, lease_s=30)
+    assert (third.jobs, third.room_bound) == ([], True)
+    await conn.execute("UPDATE queues SET is_paused = true WHERE id = %s", (queue.id,))
+    # Paused: no finished job makes room, so nothing to wake for.
+    assert (await claim.claim(conn, queue, worker, 1, lease_s=30)).room_bound is False
+    unlimited = dataclasses.replace(queue, max_concurrency=None)
+    assert (await claim.claim(conn, unlimited, worker, 10, lease_s=30)).room_bound is False
 
 
 async def test_complete_is_fenced_by_execution_seq(conn: Conn) -> None:

@@ -299,6 +299,34 @@ async def test_an_idle_worker_wakes_on_notify_long_before_its_poll_interval(
     assert waited < poll_s
 
 
+async def test_a_limit_below_the_worker_s_concurrency_claims_again_as_each_job_finishes(
+    db_url: str, conn: Conn
+) -> None:
+    """A queue limited to 2, a worker of concurrency 10 that polls every 30 s, 30 queued jobs
+    and no NOTIFY to come. Each claim finds the limit used up with room left in the worker, so
+    only the finished runs can tell it to claim again; waiting for the poll would take 7 min."""
+    app = App(project=PROJECT, database_url=db_url)
+    in_flight = 0
+    most = 0
+
+    @app.task(queue="limited")
+    async def step(ctx: JobContext) -> None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+
+    jobs = [await step.defer() for _ in range(30)]
+    await conn.execute("UPDATE queues SET max_concurrency = 2 WHERE name = 'limited'")
+    async with running_worker(
+        db_url, app, queues=("limited",), concurrency=10, poll_interval_s=30.0
+    ):
+        for job in jobs:
+            await eventually(lambda job=job: _is(conn, job.id, "done"), timeout=20)
+    assert most == 2
+
+
 async def test_successes_are_recorded_in_batches(db_url: str, conn: Conn) -> None:
     app = App(project=PROJECT, database_url=db_url)
     await app.defer("noop")  # creates project and queue

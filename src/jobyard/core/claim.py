@@ -38,11 +38,15 @@ class ClaimPosition(NamedTuple):
 class Claim:
     """What one claim statement gave: the jobs, and whether a suspect waits for a worker that
     holds nothing (only reported to a claim made without `solo`). `position` is the claim key of
-    the last job taken in claim order (not a suspect), None when none was."""
+    the last job taken in claim order (not a suspect), None when none was. `room_bound` says
+    the queue's max_concurrency left room for fewer jobs than were asked for: a held job of the
+    queue that finishes makes room, so its worker should claim again then, not at its next poll.
+    """
 
     jobs: list[ClaimedJob]
     suspect_waiting: bool = False
     position: ClaimPosition | None = None
+    room_bound: bool = False
 
 
 async def claim_batch(
@@ -116,14 +120,16 @@ async def claim(
         # while it waited for the lock.
         await run.one(conn, "job_claim_lock_queue", params)
         room_row = await run.one(conn, "job_claim_room", params)
+        # No row: the queue is paused, which no finished job changes.
         room = int(room_row["room"]) if room_row else 0
+        room_bound = room_row is not None and room < n
         if room <= 0:
-            return Claim([])
+            return Claim([], room_bound=room_bound)
         rows = await run.all_rows(conn, name, {**params, "n": room})
-    return _parse(rows)
+    return _parse(rows, room_bound=room_bound)
 
 
-def _parse(rows: list[dict[str, Any]]) -> Claim:
+def _parse(rows: list[dict[str, Any]], *, room_bound: bool = False) -> Claim:
     # The statement's last row, all NULLs, is the "a suspect waits" flag, not a job.
     waiting = bool(rows) and bool(rows[-1]["suspect_waiting"])
     if waiting:
@@ -132,7 +138,12 @@ def _parse(rows: list[dict[str, Any]]) -> Claim:
         (ClaimPosition(-r["priority"], r["run_at"], r["id"]) for r in rows if not r["suspect"]),
         default=None,
     )
-    return Claim([ClaimedJob.from_row(r) for r in rows], suspect_waiting=waiting, position=position)
+    return Claim(
+        [ClaimedJob.from_row(r) for r in rows],
+        suspect_waiting=waiting,
+        position=position,
+        room_bound=room_bound,
+    )
 
 
 async def queues_by_names(conn: Conn, project_id: ProjectId, names: list[str]) -> list[QueueRef]:

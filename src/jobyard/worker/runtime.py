@@ -150,6 +150,9 @@ class Worker:
         # waiting a round trip for it. At most `concurrency` such runs are held on top of the
         # running handlers, so a slow database still throttles claiming.
         self._recording = 0
+        # Queues (by name) whose last claim found their max_concurrency used up: a finished run
+        # of one of them wakes the claim loop (see _finish).
+        self._room_bound: set[str] = set()
         # Poison-pill attribution (docs/WORKER.md): a suspect runs alone. While one runs, this
         # worker claims nothing; once a claim reports a suspect waiting, it stops claiming until
         # it holds nothing, then claims with `solo`.
@@ -457,6 +460,10 @@ class Worker:
                 )
                 took_s = monotonic() - started
                 self._claim_mode.claimed(queue.id, got.position, took_s=took_s)
+                if got.room_bound:
+                    self._room_bound.add(queue.name)
+                else:
+                    self._room_bound.discard(queue.name)
                 for job in got.jobs:
                     self._dispatch(job, queue.name)
                     if job.suspect:
@@ -692,6 +699,11 @@ class Worker:
         if not self.running:
             self._idle.set()
         self._slot_freed()
+        if r.queue in self._room_bound:
+            # The last claim of this job's queue found its max_concurrency used up, and this
+            # run, now recorded, held one of those places: claim now, not at the next poll
+            # (which capped a limit below the worker's concurrency at about limit jobs a poll).
+            self._wake.set()
         if self._debug:
             duration_ms = round((monotonic() - r.started) * 1000)
             if in_job_context:
