@@ -327,6 +327,51 @@ async def test_a_limit_below_the_worker_s_concurrency_claims_again_as_each_job_f
     assert most == 2
 
 
+async def test_a_worker_started_on_a_backlog_locks_only_the_jobs_it_claims(
+    db_url: str, conn: Conn
+) -> None:
+    """10,000 jobs enqueued at once, before any statistics of the ready set know of them, then
+    a worker of concurrency 50 whose handlers do not finish: its one claim takes 50. On the
+    statistics from before the backlog that claim would sort all of it and lock every queued
+    job on the way (a lock-only xmax on 9,950 rows; with n = 10 the planner still walks the
+    index); the worker's first round refreshes the statistics first, so it locks what it
+    takes."""
+    app = App(project=PROJECT, database_url=db_url)
+    release = asyncio.Event()
+
+    @app.task()
+    async def hold(ctx: JobContext) -> None:
+        await release.wait()
+
+    await hold.defer()  # creates the project and the queue
+    project = ProjectId(await scalar(conn, "SELECT id FROM projects"))
+    backlog = [BatchItem(handler="hold")] * 9_999
+    await enqueue_batch(conn, project, BatchCreate(queue="default", jobs=backlog))
+
+    async def counters_published() -> bool:
+        # The server publishes a backend's change counters up to a second after its commit;
+        # the refresh reads them.
+        changed = await scalar(
+            conn,
+            """SELECT coalesce(sum(n_mod_since_analyze), 0) FROM pg_stat_user_tables
+               WHERE relname ~ '^job_ready_[0-9]+$'""",
+        )
+        return int(changed) >= 10_000
+
+    await eventually(counters_published, timeout=15)
+    async with running_worker(db_url, app, concurrency=50, poll_interval_s=30.0):
+
+        async def all_slots_running() -> bool:
+            return await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'running'") == 50
+
+        await eventually(all_slots_running, timeout=20)
+        locked_not_taken = await scalar(
+            conn, "SELECT count(*) FROM jobs WHERE status = 'queued' AND xmax::text <> '0'"
+        )
+        release.set()
+    assert locked_not_taken == 0
+
+
 async def test_successes_are_recorded_in_batches(db_url: str, conn: Conn) -> None:
     app = App(project=PROJECT, database_url=db_url)
     await app.defer("noop")  # creates project and queue

@@ -127,8 +127,9 @@ class Worker:
         self.queue_refs: list[QueueRef] = []
         self._queue_ids: set[QueueId] = set()
         self._queues_read_at = -1e9
-        # When this process last tried to empty a job_ready partition (claim.rotate_ready).
-        self._rotated_at = -1e9
+        # When this process last tried to empty a job_ready partition (claim.rotate_ready);
+        # None until the first claim round, which rotates before it claims.
+        self._rotated_at: float | None = None
         # The VACUUM of crowded ready partitions that the last rotation started, off the claim
         # loop (claim.vacuum_ready): at most one at a time per process.
         self._vacuum_task: asyncio.Task[None] | None = None
@@ -377,8 +378,15 @@ class Worker:
             self._wake.set()
 
     async def _claim_round(self) -> None:
+        if self._rotated_at is None:
+            # The first round rotates first: its refresh of the ready set's statistics is what
+            # makes a backlog enqueued before this worker started look like one to the planner.
+            # On the statistics from before it, the claim sorts the whole backlog and its lock
+            # filter, below the sort, locks every job in it to take n (docs/DATABASE.md,
+            # "Statistics that see a burst").
+            await self._rotate_ready()
         await self._claim_queues()
-        if monotonic() - self._rotated_at >= claim.ROTATE_EVERY_S:
+        if self._rotated_at is None or monotonic() - self._rotated_at >= claim.ROTATE_EVERY_S:
             # After the claims, so the job that woke this round does not wait for the rotation;
             # the claim mode it sets holds from the next round on.
             await self._rotate_ready()
