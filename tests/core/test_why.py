@@ -185,6 +185,40 @@ async def test_a_delayed_job_is_scheduled_until_its_run_at(conn: Conn) -> None:
     assert reason.ends_at is not None and "Scheduled to run at" in reason.sentence
 
 
+async def test_a_job_due_long_ago_and_never_promoted_asks_for_a_scheduler(
+    conn: Conn, db_url: str, spawn: Any
+) -> None:
+    """Found as a user (2026-12-05): a worker without a scheduler leaves retries scheduled
+    forever, and `why` said only that the retry "is due now". Past the promoter's interval by
+    more than PROMOTION_OVERDUE_S, a due job says no promoter moved it."""
+    project = await _project(conn)
+    worker = spawn(db_url)
+    await eventually(lambda: _live(conn, worker))
+    retried = await _enqueue(
+        conn, project, handler="fail", max_attempts=3,
+        retry=RetryOverride(backoff="fixed", base_delay_ms=1_000, jitter=False),
+    )  # fmt: skip
+    delayed = await _enqueue(conn, project, handler="noop", delay_ms=1_000)
+    await eventually(lambda: _is(conn, retried, "scheduled"))
+    run_at = {
+        r["id"]: r["run_at"]
+        for r in await rows(
+            conn, "SELECT id, run_at FROM jobs WHERE id IN (%s, %s)", retried, delayed
+        )
+    }
+
+    for job_id, first in ((retried, "retry_backoff"), (delayed, "scheduled_due")):
+        soon = await _explain(conn, project, job_id, now=run_at[job_id] + timedelta(seconds=5))
+        assert _codes(soon)[0] == first and "promotion_overdue" not in _codes(soon)
+        assert "promoter" in soon.reasons[0].sentence
+        late = await _explain(conn, project, job_id, now=run_at[job_id] + timedelta(minutes=2))
+        overdue = _reason(late, "promotion_overdue")
+        assert overdue.details == {"overdue_s": 120}
+        assert "2 min 0 s" in overdue.sentence and "jobyard scheduler" in overdue.sentence
+    ahead = await _explain(conn, project, delayed, now=run_at[delayed] - timedelta(seconds=1))
+    assert _codes(ahead)[0] == "scheduled" and "promotion_overdue" not in _codes(ahead)
+
+
 async def test_a_waiting_job_lists_each_parent_with_its_state(
     conn: Conn, db_url: str, spawn: Any
 ) -> None:

@@ -27,6 +27,9 @@ POSITION_CAP: Final = 10_000
 HOLDERS_SHOWN: Final = 10
 PARENTS_SHOWN: Final = 50
 DRAIN_WINDOW_MIN: Final = 5
+# The scheduler's promoter moves due jobs to the queue about once a second
+# (JOBYARD_PROMOTER_INTERVAL_S); one due for longer than this was not moved by any.
+PROMOTION_OVERDUE_S: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ async def explain(
     if status is JobStatus.WAITING:
         reasons += await _waiting(conn, row)
     elif status is JobStatus.SCHEDULED:
-        reasons.append(_scheduled(row, at))
+        reasons += _scheduled(row, at)
     elif status is JobStatus.QUEUED:
         reasons += await _queued(conn, row, at)
     elif status in (JobStatus.CLAIMED, JobStatus.RUNNING):
@@ -115,29 +118,51 @@ async def _waiting(conn: Conn, row: dict[str, Any]) -> list[Reason]:
     ]
 
 
-def _scheduled(row: dict[str, Any], at: datetime) -> Reason:
+def _scheduled(row: dict[str, Any], at: datetime) -> list[Reason]:
     run_at: datetime = row["run_at"]
-    due = run_at <= at
-    if row["attempt"] > 0 and (row["last_error"] or row["last_run_error"]):
-        error = row["last_error"] or row["last_run_error"]
-        when = (
-            "is due now"
-            if due
-            else f"runs at {_at(run_at)} (in {_span((run_at - at).total_seconds())})"
+    reasons = [_backoff(row, run_at, at) if _failed_before(row) else _due_or_not(run_at, at)]
+    overdue_s = (at - run_at).total_seconds()
+    if overdue_s > PROMOTION_OVERDUE_S:
+        reasons.append(
+            Reason(
+                "promotion_overdue",
+                f"Due for {_span(overdue_s)} and still not moved to the queue, which the "
+                "scheduler's promoter does about once a second: is a `jobyard scheduler` "
+                "process running against this database? (Or it is far behind.)",
+                details={"overdue_s": round(overdue_s)},
+            )
         )
-        return Reason(
-            "retry_backoff",
-            f"Backing off after attempt {row['attempt']} of {row['max_attempts']} failed with "
-            f"{error!r}; retry {row['attempt'] + 1} of {row['max_attempts']} {when}.",
-            ends_at=run_at,
-            details={
-                "attempt": row["attempt"],
-                "max_attempts": row["max_attempts"],
-                "next_attempt": row["attempt"] + 1,
-                "error": error,
-            },
-        )
-    if due:
+    return reasons
+
+
+def _failed_before(row: dict[str, Any]) -> bool:
+    return bool(row["attempt"] > 0 and (row["last_error"] or row["last_run_error"]))
+
+
+def _backoff(row: dict[str, Any], run_at: datetime, at: datetime) -> Reason:
+    error = row["last_error"] or row["last_run_error"]
+    when = (
+        f"is due since {_at(run_at)} (the scheduler's promoter moves it to the queue within "
+        "seconds)"
+        if run_at <= at
+        else f"runs at {_at(run_at)} (in {_span((run_at - at).total_seconds())})"
+    )
+    return Reason(
+        "retry_backoff",
+        f"Backing off after attempt {row['attempt']} of {row['max_attempts']} failed with "
+        f"{error!r}; retry {row['attempt'] + 1} of {row['max_attempts']} {when}.",
+        ends_at=run_at,
+        details={
+            "attempt": row["attempt"],
+            "max_attempts": row["max_attempts"],
+            "next_attempt": row["attempt"] + 1,
+            "error": error,
+        },
+    )
+
+
+def _due_or_not(run_at: datetime, at: datetime) -> Reason:
+    if run_at <= at:
         return Reason(
             "scheduled_due",
             f"Due since {_at(run_at)}; the scheduler's promoter moves it to the queue within "
