@@ -127,11 +127,22 @@ async def test_a_paused_queue_is_named_and_the_job_s_place_in_line_counted(
     position = _reason(found, "position")
     assert position.details["ahead"] == 2, position  # the priority-5 job and the older one
     assert position.details["drain_per_min"] == pytest.approx(3 / 5)
-    assert position.ends_at is not None and position.ends_at > found.at
+    # No ETA from the rate before the pause: a paused queue drains nothing (an ETA a minute
+    # away was shown for a paused queue until 2026-12-05).
+    assert position.ends_at is None and "no ETA while the queue is paused" in position.sentence
     assert "2 job(s) ahead" in position.sentence
     assert _reason(await _explain(conn, project, high), "position").details["ahead"] == 0
     assert _reason(await _explain(conn, project, first), "position").details["ahead"] == 1
     assert "no_live_worker" not in _codes(found)
+
+    # Resumed, with the worker stopped so that nothing is claimed: the rate gives an ETA.
+    worker.send_signal(signal.SIGSTOP)
+    await admin.set_queue_paused(conn, project, queue, False)
+    resumed = _reason(await _explain(conn, project, last), "position")
+    assert resumed.details["ahead"] == 2
+    assert resumed.ends_at is not None and resumed.ends_at > found.at
+    assert "should start by about" in resumed.sentence
+    worker.send_signal(signal.SIGCONT)
 
 
 async def _is(conn: Conn, job_id: int, status: str) -> bool:

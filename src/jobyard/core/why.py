@@ -224,10 +224,14 @@ async def _queued(conn: Conn, row: dict[str, Any], at: datetime) -> list[Reason]
     ahead = int(pos["ahead"])
     per_min = int(pos["finished_5m"]) / DRAIN_WINDOW_MIN
     capped = ahead >= POSITION_CAP
-    eta = at + timedelta(minutes=(ahead + 1) / per_min) if per_min > 0 else None
+    # A paused queue drains nothing, whatever it finished before the pause.
+    paused = bool(row["is_paused"])
+    eta = at + timedelta(minutes=(ahead + 1) / per_min) if per_min > 0 and not paused else None
     line = f"{ahead}{'+' if capped else ''} job(s) ahead of it in {row['queue']!r}"
     if eta is not None:
         drain = f"the queue drains {per_min:g} jobs/min, so it should start by about {_at(eta)}"
+    elif paused:
+        drain = "no ETA while the queue is paused"
     else:
         drain = f"no job of this queue finished in the last {DRAIN_WINDOW_MIN} min, so no ETA"
     reasons.append(
