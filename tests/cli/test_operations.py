@@ -109,6 +109,29 @@ async def test_queues_list_pause_resume(cli: CliRunner, conn: Conn) -> None:
     assert "no queue named 'nope'; known queues: default, emails" in unknown
 
 
+async def test_queues_limit_sets_and_removes_max_concurrency(cli: CliRunner, conn: Conn) -> None:
+    """Found as a user (2026-12-05): the CLI could pause a queue but not limit it; the limit
+    took an API call or SQL."""
+    await _project(conn, "default", "emails")
+    limited = _ok(await invoke(cli, ["queues", "limit", "emails", "3"]))
+    assert limited.strip() == "queue emails: at most 3 at once"
+    (row,) = await rows(conn, "SELECT max_concurrency FROM queues WHERE name = 'emails'")
+    assert row["max_concurrency"] == 3
+    assert re.search(r"emails\W+active\W+3", _ok(await invoke(cli, ["queues", "list"])))
+    removed = _ok(await invoke(cli, ["queues", "limit", "emails", "--none"]))
+    assert removed.strip() == "queue emails: no limit"
+    (row,) = await rows(conn, "SELECT max_concurrency FROM queues WHERE name = 'emails'")
+    assert row["max_concurrency"] is None
+    for both_or_neither in (["emails"], ["emails", "2", "--none"]):
+        out = _refused(await invoke(cli, ["queues", "limit", *both_or_neither]))
+        assert "give either a limit or --none" in out and "jobyard queues limit emails 5" in out
+    assert "not in the range" in _refused(await invoke(cli, ["queues", "limit", "emails", "0"]))
+    unknown = _refused(await invoke(cli, ["queues", "limit", "nope", "2"]))
+    assert "no queue named 'nope'" in unknown
+    (row,) = await rows(conn, "SELECT max_concurrency FROM queues WHERE name = 'emails'")
+    assert row["max_concurrency"] is None
+
+
 async def test_dlq_list_and_replay(cli: CliRunner, conn: Conn) -> None:
     pid = await _project(conn)
     worker = await make_worker(conn, pid)
@@ -147,7 +170,7 @@ def test_enqueue_into_a_database_without_the_project_says_what_to_do(cli: CliRun
 @pytest.mark.parametrize(
     "command",
     [[], ["jobs"], ["jobs", "show"], ["db", "reset"], ["enqueue"], ["demo"], ["worker"],
-     ["queues", "pause"], ["dlq", "replay"], ["migrate"]],
+     ["queues", "pause"], ["queues", "limit"], ["dlq", "replay"], ["migrate"]],
 )  # fmt: skip
 def test_help_shows_no_bool_noise(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "120"})

@@ -1,4 +1,4 @@
-"""`jobyard queues list|pause NAME|resume NAME`."""
+"""`jobyard queues list|pause NAME|resume NAME|limit NAME N|--none`."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rich.table import Table
 from jobyard.commands.common import (
     DataDir,
     ProjectOpt,
+    fail,
     load_settings,
     open_database,
     out,
@@ -22,7 +23,7 @@ from jobyard.db.pool import Conn
 from jobyard.domain.ids import QueueId
 from jobyard.domain.settings import Settings
 
-queues_app = typer_app("Queues of the project: list, pause, resume.")
+queues_app = typer_app("Queues of the project: list, pause, resume, limit.")
 NameArg = Annotated[str, typer.Argument(help="Queue name (as `jobyard queues list` shows it).")]
 
 
@@ -57,6 +58,40 @@ def queues_pause(name: NameArg, project: ProjectOpt = None, data_dir: DataDir = 
 def queues_resume(name: NameArg, project: ProjectOpt = None, data_dir: DataDir = None) -> None:
     """Resume a paused queue: workers claim from it again. Idempotent."""
     _set_paused(name, False, project, data_dir)
+
+
+@queues_app.command("limit")
+def queues_limit(
+    name: NameArg,
+    max_concurrency: Annotated[
+        int | None,
+        typer.Argument(
+            min=1, max=100_000, help="How many of its jobs may run at once, across all workers."
+        ),
+    ] = None,
+    none: Annotated[bool, typer.Option("--none", help="Remove the queue's limit.")] = False,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Set the queue's max_concurrency (or remove it with --none). Workers apply it from their
+    next claim on."""
+    if (max_concurrency is None) == (not none):
+        raise fail(
+            "give either a limit or --none",
+            f"jobyard queues limit {name} 5, or jobyard queues limit {name} --none",
+        )
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> None:
+        pid = await project_id(conn, settings, project)
+        queue = await queue_named(conn, pid, name)
+        changes = {"max_concurrency": max_concurrency}
+        await admin.update_queue(conn, pid, QueueId(queue["id"]), changes)
+
+    run_with_conn(url, work)
+    limit = "no limit" if max_concurrency is None else f"at most {max_concurrency} at once"
+    out.print(f"queue {name}: {limit}", highlight=False)
 
 
 def _set_paused(name: str, paused: bool, project: str | None, data_dir: Any) -> None:
