@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jobyard.core import admin, enqueue, projects, why
+from jobyard.core import actions, admin, enqueue, projects, why
 from jobyard.core.why import Explanation
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import JobId, ProjectId, QueueId
@@ -228,6 +228,24 @@ async def test_a_job_due_long_ago_and_never_promoted_asks_for_a_scheduler(
         assert "2 min 0 s" in overdue.sentence and "jobyard scheduler" in overdue.sentence
     ahead = await _explain(conn, project, delayed, now=run_at[delayed] - timedelta(seconds=1))
     assert _codes(ahead)[0] == "scheduled" and "promotion_overdue" not in _codes(ahead)
+
+
+async def test_a_job_cancelled_because_its_parent_failed_says_to_retry_the_parent(
+    conn: Conn,
+) -> None:
+    """Found as a user (2026-12-05): such a job's `why` said "retry it to queue it again",
+    and that retry is refused (409) in favour of the parent's."""
+    project = await _project(conn)
+    parent = await _enqueue(conn, project, handler="noop", delay_ms=3_600_000)
+    child = await _enqueue(conn, project, handler="noop", depends_on=[parent])
+    await actions.act_on_job(conn, project, "cancel", JobId(parent))
+
+    reason = _reason(await _explain(conn, project, child), "cancelled")
+    assert f"parent job {parent} ended cancelled" in reason.sentence
+    assert "retry that parent" in reason.sentence and "retry it to" not in reason.sentence
+    assert reason.details["cancel_reason"].startswith(actions.DEPENDENCY_FAILED)
+    own = _reason(await _explain(conn, project, parent), "cancelled")
+    assert "retry it to queue it again" in own.sentence and "parent" not in own.sentence
 
 
 async def test_a_waiting_job_lists_each_parent_with_its_state(

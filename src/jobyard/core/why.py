@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from jobyard.core.actions import DEPENDENCY_FAILED
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
@@ -311,5 +312,19 @@ def _finished(row: dict[str, Any], status: JobStatus) -> Reason:
             f"({row['last_error'] or 'no error recorded'}); retry it to queue it again.",
         )
     if status is JobStatus.CANCELLED:
-        return Reason("cancelled", "Cancelled; retry it to queue it again.")
+        return _cancelled(row["cancel_reason"])
     return Reason("failed", f"Failed ({row['last_error']}); about to be retried or dead-lettered.")
+
+
+def _cancelled(cancel_reason: str | None) -> Reason:
+    details = {"cancel_reason": cancel_reason}
+    if cancel_reason and cancel_reason.startswith(DEPENDENCY_FAILED):
+        # A retry of this job is refused (409): the parent's retry is what brings it back.
+        return Reason(
+            "cancelled",
+            f"Cancelled because a parent failed ({cancel_reason}); retry that parent and this "
+            "job waits for it again.",
+            details=details,
+        )
+    because = f" ({cancel_reason})" if cancel_reason else ""
+    return Reason("cancelled", f"Cancelled{because}; retry it to queue it again.", details=details)

@@ -4,7 +4,7 @@
 SELECT coalesce(%(now)s, now()) AS now,
        j.id, j.project_id, j.queue_id, j.status, j.handler, j.priority, j.run_at, j.attempt,
        j.max_attempts, j.execution_seq, j.last_error, j.worker_id, j.lock_expires_at,
-       j.cancel_requested_at, j.finished_at,
+       j.cancel_requested_at, j.cancel_reason, j.finished_at,
        q.name AS queue, q.is_paused, q.max_concurrency,
        -- Held jobs are bounded by capacity and jobs_held_idx holds exactly them.
        (SELECT count(*) FROM jobs h
