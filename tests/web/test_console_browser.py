@@ -8,10 +8,11 @@ import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from jobyard.core import transitions
+from jobyard.core import enqueue, transitions
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
 from jobyard.domain.ids import JobId, ProjectId
+from jobyard.domain.schemas import JobCreate
 from tests.api.processes import ApiProcess
 from tests.web.conftest import Seed, scalar, screenshot_path, ui_sign_in
 
@@ -43,6 +44,48 @@ async def test_the_job_page_explains_and_its_buttons_follow_the_state_without_a_
     await expect(page.locator("#job-status")).to_contain_text("queued")
     status = await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", seed.failed_job_id)
     assert status == "queued"
+
+
+async def test_a_job_cancelled_because_its_parent_failed_points_at_the_parent(
+    page: Page, seed: Seed, conn: Conn
+) -> None:
+    """Its own retry is refused in favour of the parent's: the page offers no Retry, and the
+    why panel names the parent. A retry posted anyway shows the refusal above the title, clear
+    of the action bar (which sat over it until 2026-12-05)."""
+    pid = ProjectId(seed.project)
+    parent = await enqueue.enqueue(conn, pid, JobCreate(handler="noop", delay_ms=3_600_000))
+    parent_id = int(parent.job["id"])
+    child = await enqueue.enqueue(conn, pid, JobCreate(handler="noop", depends_on=[parent_id]))
+    child_id = int(child.job["id"])
+    await transitions.cancel(conn, pid, JobId(parent_id))
+    await ui_sign_in(page, seed.a, Role.MEMBER)
+    await page.goto(f"/p/{seed.project}/jobs/{child_id}")
+    cancelled = page.locator("li[data-code=cancelled]")
+    await expect(cancelled).to_contain_text(f"parent job {parent_id} ended cancelled")
+    await expect(cancelled).to_contain_text("retry that parent")
+    await expect(page.locator("#retry-job")).to_have_count(0)
+    await page.screenshot(path=screenshot_path("job-why-parent-cancelled.png"), full_page=True)
+    # The parent's page does offer Retry once it is cancelled; this one is refused if posted.
+    await page.evaluate(
+        """([url]) => {
+            const form = document.createElement("form");
+            form.method = "post";
+            form.action = url;
+            form.appendChild(document.querySelector("input[name=csrf_token]").cloneNode());
+            document.body.appendChild(form);
+            form.submit();
+        }""",
+        [f"/p/{seed.project}/jobs/{child_id}/retry"],
+    )
+    refusal = page.locator("p.error")
+    await expect(refusal).to_contain_text("retry that parent")
+    await page.screenshot(path=screenshot_path("job-retry-refused.png"), full_page=True)
+    error_box = await refusal.bounding_box()
+    title_box = await page.locator("h1").bounding_box()
+    assert error_box is not None and title_box is not None
+    assert error_box["y"] + error_box["height"] <= title_box["y"]
+    status = await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", child_id)
+    assert status == "cancelled"
 
 
 async def test_logs_are_newest_first_with_fields_and_page_back(

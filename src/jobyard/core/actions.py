@@ -146,6 +146,12 @@ async def retry_job(
     return done
 
 
+def cancelled_by_dependency(cancel_reason: str | None) -> bool:
+    """Whether the dependency failure policy cancelled the job: its own retry is refused, the
+    failed parent's retry brings it back (it waits again)."""
+    return bool(cancel_reason) and str(cancel_reason).startswith(DEPENDENCY_FAILED)
+
+
 async def _refused(conn: Conn, project_id: ProjectId, action: Action, job_id: JobId) -> None:
     """Raise why `action` changed nothing on this job."""
     row = await run.one(conn, "action_job_status", {"project_id": project_id, "job_id": job_id})
@@ -153,11 +159,7 @@ async def _refused(conn: Conn, project_id: ProjectId, action: Action, job_id: Jo
         raise NotFound("job not found")
     current = JobStatus(row["status"])
     reason = row["cancel_reason"] or ""
-    if (
-        action == "retry"
-        and current is JobStatus.CANCELLED
-        and reason.startswith(DEPENDENCY_FAILED)
-    ):
+    if action == "retry" and current is JobStatus.CANCELLED and cancelled_by_dependency(reason):
         raise IllegalTransition(
             f"job {job_id} was cancelled because a parent failed ({reason}); retry that "
             "parent and this job waits again",

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from jobyard.core.actions import DEPENDENCY_FAILED
+from jobyard.core.actions import cancelled_by_dependency
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
@@ -318,8 +318,7 @@ def _finished(row: dict[str, Any], status: JobStatus) -> Reason:
 
 def _cancelled(cancel_reason: str | None) -> Reason:
     details = {"cancel_reason": cancel_reason}
-    if cancel_reason and cancel_reason.startswith(DEPENDENCY_FAILED):
-        # A retry of this job is refused (409): the parent's retry is what brings it back.
+    if cancelled_by_dependency(cancel_reason):
         return Reason(
             "cancelled",
             f"Cancelled because a parent failed ({cancel_reason}); retry that parent and this "

@@ -31,6 +31,7 @@ from jobyard.api.ratelimit import (
 )
 from jobyard.api.resources._shared import reject_nul
 from jobyard.core import (
+    actions,
     admin,
     db_health,
     dlq,
@@ -644,7 +645,10 @@ async def job_context(ctx: Ctx, raw_job_id: str) -> dict[str, Any]:
         reasons=[r for r in found.reasons if r.code not in ("running", "finished")],
         # Actions are in the polled fragment, so they follow the job's state (no stale Cancel).
         cancellable=status in operator_sources("cancel") and job["cancel_requested_at"] is None,
-        retryable=status in operator_sources("retry"),
+        # A job the dependency failure policy cancelled comes back by its parent's retry; the
+        # why panel says which.
+        retryable=status in operator_sources("retry")
+        and not actions.cancelled_by_dependency(job["cancel_reason"]),
         runnable=status in operator_sources("run_now"),
     )
 
