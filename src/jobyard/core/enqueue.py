@@ -15,7 +15,7 @@ from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
-from jobyard.db.pool import Conn
+from jobyard.db.pool import Conn, transaction
 from jobyard.domain.errors import Conflict, IdempotencyConflict, NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.models import BatchResult, EnqueueResult
@@ -176,7 +176,41 @@ async def enqueue_batch(
                     f"callback queue {spec['queue']!r} does not exist in this project",
                     field="queue",
                 )
-        row = await run.one(conn, "job_insert_batch", params)
-    if row is None or row["batch_id"] is None:
-        raise NotFound(f"queue {batch.queue!r} does not exist in this project", field="queue")
-    return BatchResult(batch_id=row["batch_id"], job_ids=list(row["ids"]), queued=row["queued"])
+        async with transaction(conn):
+            row = await run.one(conn, "job_insert_batch", params)
+            if row is None or row["batch_id"] is None:
+                raise NotFound(
+                    f"queue {batch.queue!r} does not exist in this project", field="queue"
+                )
+            ids = list(row["ids"])
+            if len(ids) < len(batch.jobs):
+                return await _batch_with_skips(conn, project_id, batch, row["batch_id"], row)
+    return BatchResult(batch_id=row["batch_id"], job_ids=ids, queued=row["queued"])
+
+
+async def _batch_with_skips(
+    conn: Conn, project_id: ProjectId, batch: BatchCreate, batch_id: int, row: Any
+) -> BatchResult:
+    """Some items were skipped (their key named a job already): the batch holds only the
+    jobs inserted. If there are none, it is the repeat of an earlier batch request: the
+    answer is that batch, when all the existing jobs came from one."""
+    ids = list(row["ids"])
+    if ids:
+        await run.execute(conn, "job_batch_resize", {"batch_id": batch_id, "size": len(ids)})
+        return BatchResult(batch_id=batch_id, job_ids=ids, queued=row["queued"])
+    await run.execute(conn, "job_batch_drop", {"batch_id": batch_id})
+    keys = [item.idempotency_key for item in batch.jobs if item.idempotency_key is not None]
+    found = await run.all_rows(
+        conn,
+        "job_batches_of_keys",
+        {"project_id": project_id, "queue": batch.queue, "keys": keys},
+    )
+    earlier = {r["batch_id"] for r in found}
+    if len(earlier) == 1 and None not in earlier:
+        return BatchResult(batch_id=int(earlier.pop()), job_ids=[], queued=0)
+    raise Conflict(
+        "every job of this batch already exists (their idempotency keys name jobs that were "
+        "not enqueued as one batch), so no batch was made; enqueue new keys, or follow the "
+        "existing jobs by key",
+        field="jobs",
+    )
