@@ -66,13 +66,23 @@ async def test_edit_then_replay_enqueues_a_new_job_with_the_edited_payload(
     after = (await client.get(url, headers=h)).json()
     assert after["replay_job_id"] == job["id"] and after["replayed_at"] is not None
 
+    # Once: a second replay (a double click, a script run twice) would run the work twice.
+    again = await client.post(f"{url}/replay", headers=h)
+    err = error_of(again, 409, "conflict")
+    assert f"already replayed as job {job['id']}" in err["message"]
+    assert (await client.get(url, headers=h)).json()["replay_job_id"] == job["id"]
+    jobs = "SELECT count(*) FROM jobs WHERE payload = %s::jsonb"
+    assert await scalar(conn, jobs, '{"card": "new"}') == 1
+
     # Replay with a payload of its own (it is saved on the dead letter too).
-    again = await client.post(
-        f"{url}/replay", json={"payload": {"card": "newer"}, "max_attempts": 2}, headers=h
+    other = await dead_letter(conn, tenant_a.project_id, worker, payload={"card": "old"})
+    own = await client.post(
+        f"{base(tenant_a)}/dead-letters/{other}/replay",
+        json={"payload": {"card": "newer"}, "max_attempts": 2},
+        headers=h,
     )
-    assert again.status_code == 202
-    assert again.json()["payload"] == {"card": "newer"} and again.json()["max_attempts"] == 2
-    assert again.json()["id"] != job["id"]
+    assert own.status_code == 202
+    assert own.json()["payload"] == {"card": "newer"} and own.json()["max_attempts"] == 2
 
 
 async def test_oversized_payload_edit_is_refused_and_keeps_the_old_one(

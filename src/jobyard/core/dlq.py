@@ -10,7 +10,7 @@ from jobyard.db import run
 from jobyard.db.errors import translated
 from jobyard.db.json import jsonb, jsonb_or_none
 from jobyard.db.pool import Conn
-from jobyard.domain.errors import NotFound
+from jobyard.domain.errors import Conflict, NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.schemas import ensure_payload_fits
 
@@ -66,7 +66,14 @@ async def replay(
             },
         )
     if row is None:
-        raise NotFound("dead letter not found")
+        letter = await get(conn, project_id, dlq_id)  # NotFound if it is not this project's
+        job = letter["replay_job_id"]
+        into = f"as job {job}" if job is not None else "(that job has since been deleted)"
+        raise Conflict(
+            f"dead letter {dlq_id} was already replayed {into}; follow that job (retry it, or "
+            "replay its own dead letter): a second replay would run the work twice",
+            field="replay_job_id",
+        )
     row.pop("notified", None)
     return row
 

@@ -10,9 +10,11 @@ RETURNING *
 
 -- name: dlq_replay
 -- Enqueue a dead letter again as a new job (its own history starts fresh) and link the two.
+-- Once: a dead letter already replayed yields no row. Two replays at once (a double click) queue
+-- on the row lock, and the second re-reads the row replayed by the first and takes nothing.
 WITH letter AS (
     SELECT d.* FROM dead_letter_jobs d
-    WHERE d.id = %(id)s AND d.project_id = %(project_id)s
+    WHERE d.id = %(id)s AND d.project_id = %(project_id)s AND d.replayed_at IS NULL
     FOR UPDATE
 ), inserted AS (
     INSERT INTO jobs (project_id, queue_id, handler, payload, status, priority, max_attempts)
