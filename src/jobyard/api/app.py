@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
+from jobyard.api.body_limit import BodyLimitMiddleware
 from jobyard.api.delivery import Deliver, load_delivery
 from jobyard.api.docs import OPENAPI_PATH, mount_docs
 from jobyard.api.errors import install_error_handlers
@@ -78,6 +79,8 @@ def create_app(
     app.state.deliver = deliver or load_delivery(settings)
     app.state.schema_head = migrate.head_revision()
     install_error_handlers(app)
+    # Inside RequestIdMiddleware (added after it, so outer), whose id the 413 carries.
+    app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(RequestIdMiddleware)
     # Added last, so outermost: even the 500 envelope of RequestIdMiddleware gets the headers.
     app.add_middleware(SecurityHeadersMiddleware)
