@@ -32,7 +32,7 @@ def test_why_run_now_cancel_retry_and_bulk(cli: CliRunner) -> None:
     cli.invoke(app, ["jobs", "cancel", "1"])
     assert cli.invoke(app, ["jobs", "retry", "1"]).output.strip() == "job 1 queued again"
     missing = cli.invoke(app, ["jobs", "why", "99"])
-    assert missing.exit_code == 2 and "job not found" in missing.output
+    assert missing.exit_code == 2 and "job 99 does not exist in this project" in missing.output
 
     cli.invoke(app, ["enqueue", "noop", "--create-queue"])
     dry = cli.invoke(app, ["jobs", "bulk", "cancel", "--status", "queued"])

@@ -19,23 +19,37 @@ from jobyard.commands.common import (
     out,
     run_with_conn,
 )
-from jobyard.commands.jobs import JobIdArg, jobs_app
+from jobyard.commands.jobs import JobIdArg, jobs_app, unknown_job
 from jobyard.commands.scope import project_id
 from jobyard.core import actions, why
 from jobyard.core.read_models import JobFilters
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import JobStatus
+from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import JobId, ProjectId
 
 T = TypeVar("T")
 
 
-def _run(project: str | None, data_dir: Any, body: Callable[[Conn, ProjectId], Awaitable[T]]) -> T:
+def _run(
+    project: str | None,
+    data_dir: Any,
+    body: Callable[[Conn, ProjectId], Awaitable[T]],
+    job_id: int | None = None,
+) -> T:
+    """Run `body` in the project; with `job_id`, a job that is not the project's gets the same
+    error as `jobs show` and `jobs cancel`."""
     settings = load_settings(data_dir=data_dir)
     url = open_database(settings).url
 
     async def work(conn: Conn) -> T:
-        return await body(conn, await project_id(conn, settings, project))
+        pid = await project_id(conn, settings, project)  # its own NotFound names the project
+        try:
+            return await body(conn, pid)
+        except NotFound:
+            if job_id is None:
+                raise
+            raise unknown_job(job_id) from None
 
     return run_with_conn(url, work)
 
@@ -47,7 +61,7 @@ def why_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = No
     async def body(conn: Conn, pid: ProjectId) -> why.Explanation:
         return await why.explain(conn, pid, JobId(job_id))
 
-    found = _run(project, data_dir, body)
+    found = _run(project, data_dir, body, job_id)
     out.print(f"job {found.job_id} is {found.status.value}")
     for r in found.reasons:
         ends = f" (until {r.ends_at:%Y-%m-%d %H:%M:%S} UTC)" if r.ends_at else ""
@@ -59,7 +73,7 @@ def _one(action: actions.Action, done: str) -> Callable[..., None]:
         async def body(conn: Conn, pid: ProjectId) -> None:
             await actions.act_on_job(conn, pid, action, JobId(job_id))
 
-        _run(project, data_dir, body)
+        _run(project, data_dir, body, job_id)
         out.print(f"job {job_id} {done}")
 
     return command
@@ -73,7 +87,7 @@ def retry_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = 
     async def body(conn: Conn, pid: ProjectId) -> actions.Retried:
         return await actions.retry_job(conn, pid, JobId(job_id))
 
-    done = _run(project, data_dir, body)
+    done = _run(project, data_dir, body, job_id)
     line = f"job {job_id} queued again"
     if done.revived:
         line += f"; {_ids(done.revived)} waiting again"

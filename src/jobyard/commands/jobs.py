@@ -28,10 +28,11 @@ from jobyard.db.pool import Conn
 from jobyard.domain.errors import Conflict, NotFound
 from jobyard.domain.ids import JobId
 from jobyard.domain.settings import Settings
-from jobyard.worker.commands import recent_jobs
+from jobyard.worker.commands import check_status, recent_jobs
 
 jobs_app = typer_app(
-    "List jobs (`jobyard jobs`), or act on one: show, cancel.",
+    "List jobs (`jobyard jobs`), act on one (show, why, cancel, retry, run-now), "
+    "or on every job of a filter (bulk).",
     no_args_is_help=False,
     invoke_without_command=True,
 )
@@ -56,7 +57,13 @@ def jobs_list(
     settings = load_settings(data_dir=data_dir)
     url = open_database(settings).url
     with clear_errors():
-        rows = recent_jobs(settings, url, status=status, queue=queue, limit=limit, project=project)
+        check_status(status)  # before the project: a typo in --status is named first
+
+    async def newest(conn: Conn) -> list[dict[str, Any]]:
+        pid = await project_id(conn, settings, project)  # an unknown project is an error
+        return await recent_jobs(conn, pid, status=status, queue=queue, limit=limit)
+
+    rows = run_with_conn(url, newest)
     table = Table("id", "queue", "handler", "status", "attempt", "run_at", "last_error")
     for row in rows:
         table.add_row(
@@ -108,14 +115,19 @@ async def _detail(
     return {"job": job, "runs": runs, "logs": lines}
 
 
+def unknown_job(job_id: int) -> NotFound:
+    """The error every `jobyard jobs` subcommand gives for an id that is not the project's."""
+    return NotFound(
+        f"job {job_id} does not exist in this project; `jobyard jobs` lists the newest",
+        field="job_id",
+    )
+
+
 async def _job(conn: Conn, pid: Any, job_id: int) -> dict[str, Any]:
     try:
         return await read_models.get_job(conn, pid, JobId(job_id))
     except NotFound:
-        raise NotFound(
-            f"job {job_id} does not exist in this project; `jobyard jobs` lists the newest",
-            field="job_id",
-        ) from None
+        raise unknown_job(job_id) from None
 
 
 @jobs_app.command("cancel")

@@ -30,14 +30,21 @@ def schedules_preview(
     try:
         spec = parse_cron(expr, tz, seconds=True if seconds else None)
         start = _parse_after(after)
+        fires = next_fires(spec, start, n)
     except ValidationFailed as exc:
         raise fail(exc.message, "see docs/SCHEDULER.md for the cron syntax and DST rules") from None
     zone = spec.zone
-    for fire in next_fires(spec, start, n):
+    for fire in fires:
         local = fire.astimezone(zone)
         out.print(
             f"{local:%Y-%m-%d %a %H:%M:%S} {local.tzname()} ({local:%z})"
             f"  =  {fire:%Y-%m-%dT%H:%M:%S}Z"
+        )
+    if len(fires) < n:
+        out.print(
+            f"({len(fires)} of {n}: no later fire time within 50 years, "
+            "or before the calendar ends at 9999-12-31)",
+            highlight=False,
         )
 
 

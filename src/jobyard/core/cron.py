@@ -162,7 +162,8 @@ def next_fire(spec: CronSpec, after: datetime) -> datetime:
 
 def next_fires(spec: CronSpec, after: datetime, n: int) -> list[datetime]:
     """The next `n` fire instants strictly after `after`, in UTC, increasing (fewer if the
-    expression stops firing within cronsim's 50-year horizon)."""
+    expression stops firing within cronsim's 50-year horizon, or the calendar ends at
+    9999-12-31 first). ValidationFailed if `after` is before year 1 in UTC or in the zone."""
     if n < 0:
         raise ValidationFailed("n: must not be negative", field="n")
     return list(itertools.islice(_fires(spec, after), n))
@@ -172,18 +173,32 @@ def _fires(spec: CronSpec, after: datetime) -> Iterator[datetime]:
     if after.tzinfo is None:
         raise ValueError("after must be timezone-aware")
     zone = spec.zone
-    after_utc = after.astimezone(UTC)
-    # Walk wall-clock time from the local wall time of `after`; cronsim sees a naive datetime,
-    # so it applies no DST handling of its own. Map each wall time to its instant (rules above).
-    wall_start = after_utc.astimezone(zone).replace(tzinfo=None, fold=0)
+    try:
+        after_utc = after.astimezone(UTC)
+        # Walk wall-clock time from the local wall time of `after`; cronsim sees a naive
+        # datetime, so it applies no DST handling of its own. Map each wall time to its instant
+        # (rules above).
+        wall_start = after_utc.astimezone(zone).replace(tzinfo=None, fold=0)
+    except OverflowError:
+        # `after`, in UTC or in the zone, falls outside datetime's years 1-9999.
+        if after.year == datetime.max.year:
+            return  # at the end of the calendar: no fire time after it exists
+        where = "" if spec.timezone == "UTC" else f" in UTC and in {spec.timezone}"
+        raise ValidationFailed(
+            f"after: {after.isoformat()} is too early: fire times start at year 1 "
+            f"(0001-01-01){where}; pick a later time",
+            field="after",
+        ) from None
     walls = CronSim(spec.expr, wall_start)
     last = after_utc
     while True:
         try:
             wall = next(walls)
+            instant = _instant(wall, zone)
         except StopIteration:
             return
-        instant = _instant(wall, zone)
+        except OverflowError:
+            return  # the next fire time would be after 9999-12-31: the calendar ends here
         # Skips repeated-hour wall times already passed (after is in the second pass) and
         # gap wall times that collapsed onto an instant already returned.
         if instant > last:

@@ -2,15 +2,45 @@
 
 from __future__ import annotations
 
+import re
+
 from jobyard.db import run
 from jobyard.db.pool import Conn
+from jobyard.domain import limits
 from jobyard.domain.errors import NotFound, ValidationFailed
 from jobyard.domain.ids import ProjectId
+
+_SHOWN_CHARS = 40
+
+
+def check_slug(what: str, slug: str, *, field: str = "slug") -> None:
+    """An organization's or project's slug (`what`), by the rule of the database's CHECK; else
+    a ValidationFailed naming the rule (before anything is written)."""
+    if re.fullmatch(limits.SLUG_PATTERN, slug) is None:
+        raise ValidationFailed(
+            f"the {what} slug {_shown(slug)} is invalid: use {limits.SLUG_RULE}", field=field
+        )
+
+
+def check_queue_name(name: str) -> None:
+    """A queue name, by the rule of the database's CHECK (and the API's QueueName)."""
+    if re.fullmatch(limits.QUEUE_NAME_PATTERN, name) is None:
+        raise ValidationFailed(
+            f"queue name {_shown(name)} is invalid: use {limits.QUEUE_NAME_RULE}", field="queue"
+        )
+
+
+def _shown(value: str) -> str:
+    """The value quoted for a one-line message: a long one is cut."""
+    if len(value) <= _SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:_SHOWN_CHARS]!r}… ({len(value)} characters)"
 
 
 async def resolve_project(conn: Conn, ref: str, *, create: bool = False) -> ProjectId:
     """`ref` is a numeric id or "org-slug/project-slug". With create=True a missing slug pair is
-    created (local development); otherwise NotFound names what is missing."""
+    created (local development) after both slugs pass the database's rule; otherwise NotFound
+    names what is missing."""
     if ref.isdigit():
         row = await run.one(conn, "project_find_by_id", {"project_id": int(ref)})
         if row is None:
@@ -28,6 +58,14 @@ async def resolve_project(conn: Conn, ref: str, *, create: bool = False) -> Proj
         return ProjectId(row["id"])
     if not create:
         raise NotFound(f"project {ref!r} does not exist", field="project")
+    # Both before any insert: a bad project slug must not leave its organization behind.
+    try:
+        check_slug("organization", org_slug)
+        check_slug("project", project_slug)
+    except ValidationFailed as exc:
+        raise ValidationFailed(
+            f"project {_shown(ref)}: {exc.message} (e.g. 'acme/shop')", field="project"
+        ) from None
     org = await run.one(conn, "project_ensure_org", {"slug": org_slug})
     assert org is not None
     project = await run.one(conn, "project_ensure", {"org_id": org["id"], "slug": project_slug})
@@ -36,5 +74,8 @@ async def resolve_project(conn: Conn, ref: str, *, create: bool = False) -> Proj
 
 
 async def ensure_queues(conn: Conn, project_id: ProjectId, names: list[str]) -> None:
+    """Create the queues that are missing; every name is checked before any is created."""
+    for name in names:
+        check_queue_name(name)
     for name in names:
         await run.one(conn, "queue_ensure", {"project_id": project_id, "name": name})

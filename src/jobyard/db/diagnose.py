@@ -7,6 +7,7 @@ when waiting may help: refused, timed out, starting up).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote, urlsplit
@@ -19,6 +20,8 @@ from jobyard.domain.errors import ConfigurationError, DatabaseUnavailable
 PROBE_TIMEOUT_S: Final = 5
 _SCHEMES: Final = ("postgresql", "postgres")
 URL_SHAPE: Final = "postgresql://user:password@host:5432/database"
+# The password of a URL urlsplit cannot parse: "scheme://user:" up to the last "@".
+_URL_PASSWORD: Final = re.compile(r"(://[^:/@]*:)[^/]*@")
 
 
 class ConnectFailed(DatabaseUnavailable, psycopg.OperationalError):
@@ -48,10 +51,20 @@ class Target:
 def target(url: str, source: str = "JOBYARD_DATABASE_URL") -> Target:
     """Parse `url` (a postgresql:// URL or a libpq key=value string) or say what is wrong."""
     shown = _hide_password(url)
-    if "://" in url and urlsplit(url).scheme not in _SCHEMES:
-        raise ConfigurationError(
-            f"{source} is not a PostgreSQL URL: {shown!r}; use {URL_SHAPE}", field="database_url"
-        )
+    if "://" in url:
+        try:
+            scheme = urlsplit(url).scheme
+        except ValueError as exc:  # e.g. "Invalid IPv6 URL": an unclosed [ in the host
+            raise ConfigurationError(
+                f"{source} is not a valid URL ({exc}): {shown!r}; use {URL_SHAPE} "
+                "(an IPv6 host in brackets: postgresql://user@[::1]:5432/database)",
+                field="database_url",
+            ) from None
+        if scheme not in _SCHEMES:
+            raise ConfigurationError(
+                f"{source} is not a PostgreSQL URL: {shown!r}; use {URL_SHAPE}",
+                field="database_url",
+            )
     try:
         params = conninfo_to_dict(url)
     except psycopg.ProgrammingError:
@@ -166,11 +179,14 @@ def _createdb_flags(where: Target) -> str:
 def _hide_password(url: str) -> str:
     if "://" not in url:
         return url if "password" not in url else "<key=value string with a password>"
-    parts = urlsplit(url)
-    if parts.password is None:
+    try:
+        password = urlsplit(url).password
+    except ValueError:  # not parseable as a URL: hide whatever sits between "user:" and "@"
+        return _URL_PASSWORD.sub(r"\1***@", url)
+    if password is None:
         return url
-    return url.replace(":" + parts.password + "@", ":***@", 1).replace(
-        ":" + unquote(parts.password) + "@", ":***@", 1
+    return url.replace(":" + password + "@", ":***@", 1).replace(
+        ":" + unquote(password) + "@", ":***@", 1
     )
 
 

@@ -27,3 +27,15 @@ MAX_BATCH_SIZE: Final = 10_000
 MAX_TRACEBACK_LENGTH: Final = 16_000
 # ctx.progress(fraction, message): the message's length (CHECK jobs_progress_message_length).
 MAX_PROGRESS_MESSAGE_LENGTH: Final = 500
+# An organization's or a project's slug (CHECK organizations_slug_check, projects_slug_check).
+# Match with re.fullmatch: Python's `$` also matches before a final newline; PostgreSQL's does not.
+SLUG_PATTERN: Final = r"^[a-z0-9][a-z0-9-]{0,62}$"
+SLUG_RULE: Final = (
+    "lowercase letters, digits and '-', starting with a letter or digit, at most 63 characters"
+)
+# A queue's name (CHECK queues_name_check; the API's QueueName).
+QUEUE_NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"
+QUEUE_NAME_RULE: Final = (
+    "letters, digits and '_', '.', ':', '-', starting with a letter or digit, "
+    "at most 100 characters"
+)

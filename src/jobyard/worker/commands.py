@@ -6,7 +6,6 @@ prints it without a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import os
@@ -16,9 +15,10 @@ from typing import Any, Final
 
 from jobyard.core import projects
 from jobyard.db import run
-from jobyard.db.pool import connect
+from jobyard.db.pool import Conn
 from jobyard.domain.enums import JobStatus
-from jobyard.domain.errors import ConfigurationError, NotFound, ValidationFailed
+from jobyard.domain.errors import ConfigurationError, ValidationFailed
+from jobyard.domain.ids import ProjectId
 from jobyard.domain.settings import Settings
 from jobyard.worker.app import App, Deferred
 from jobyard.worker.handlers.builtins import builtin_registry
@@ -65,6 +65,8 @@ def parse_queues(text: str) -> list[str]:
     names = [q.strip() for q in text.split(",") if q.strip()]
     if not names:
         raise ValidationFailed("--queues needs at least one queue name", field="queues")
+    for name in names:
+        projects.check_queue_name(name)  # before connecting; the database's rule
     return list(dict.fromkeys(names))
 
 
@@ -146,35 +148,26 @@ def enqueue_job(
     )
 
 
-def recent_jobs(
-    settings: Settings,
-    url: str,
-    *,
-    status: str | None,
-    queue: str | None,
-    limit: int,
-    project: str | None,
-) -> list[dict[str, Any]]:
+def check_status(status: str | None) -> None:
+    """`--status` of `jobyard jobs`: one of the job statuses (checked before any connection)."""
     if status is not None and status not in {s.value for s in JobStatus}:
         raise ValidationFailed(
             f"--status must be one of {', '.join(s.value for s in JobStatus)}", field="status"
         )
-    return asyncio.run(_recent_jobs(url, project or settings.project, status, queue, limit))
 
 
-async def _recent_jobs(
-    url: str, project: str, status: str | None, queue: str | None, limit: int
+async def recent_jobs(
+    conn: Conn,
+    project_id: ProjectId,
+    *,
+    status: str | None,
+    queue: str | None,
+    limit: int,
 ) -> list[dict[str, Any]]:
-    conn = await connect(url, autocommit=True)
-    try:
-        try:
-            project_id = await projects.resolve_project(conn, project)
-        except NotFound:
-            return []
-        return await run.all_rows(
-            conn,
-            "read_jobs_recent",
-            {"project_id": project_id, "status": status, "queue": queue, "limit": limit},
-        )
-    finally:
-        await conn.close()
+    """The newest jobs of a project the caller resolved (an unknown project is its error)."""
+    check_status(status)
+    return await run.all_rows(
+        conn,
+        "read_jobs_recent",
+        {"project_id": project_id, "status": status, "queue": queue, "limit": limit},
+    )
