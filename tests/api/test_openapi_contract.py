@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -225,3 +226,28 @@ def test_routes_that_count_enqueues_say_so() -> None:
     for route in ALL_ROUTES:
         counts = "enforce_enqueue_limit" in inspect.getsource(route.handler)
         assert counts == (route.rate_limit == "enqueue"), f"{route.method} {route.full_path}"
+
+
+def _documented_operation_ids() -> dict[str, set[str]]:
+    """docs/API.md's operationId table: tag → the ids its row lists."""
+    text = (Path(__file__).parents[2] / "docs" / "API.md").read_text()
+    table = text[text.index("| tag | operationIds |") :].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
+    return {tag.strip(): set(re.findall(r"`([a-z0-9_]+)`", ids)) for tag, ids in rows}
+
+
+async def test_the_operation_id_table_in_api_md_is_the_served_one(
+    client: httpx.AsyncClient,
+) -> None:
+    """A route added (or renamed) without its row in docs/API.md fails here, naming it."""
+    document = await served(client)
+    served_ids: dict[str, set[str]] = {}
+    for item in document["paths"].values():
+        for op in item.values():
+            served_ids.setdefault(op["tags"][0], set()).add(op["operationId"])
+    documented = _documented_operation_ids()
+    flat_documented = {i for ids in documented.values() for i in ids}
+    flat_served = {i for ids in served_ids.values() for i in ids}
+    assert flat_documented - flat_served == set(), "documented but not served"
+    assert flat_served - flat_documented == set(), "served but not documented"
+    assert documented == served_ids  # and each under its tag

@@ -5,7 +5,8 @@ the table is documented without anyone remembering to:
 
 - statuses: the route's own (`status_code` plus `Route.responses`), and those derived from
   - its scope: USER → 401, 403 (API keys refused); ORG/PROJECT → 401, 403, 404;
-  - its inputs: any parameter or body → 422; a body → 400 (bytes that are not UTF-8 JSON text);
+  - its inputs: any parameter or body → 422; a body → 400 (bytes that are not UTF-8 JSON text)
+    and 415 (a body sent without a JSON Content-Type);
   - its rate limit ("auth", "enqueue") → 429 with `Retry-After`;
   - a database connection anywhere in its dependencies → 503; every route → 500.
   Every non-2xx is documented with the error envelope. `apply_contract` then removes any status
@@ -51,10 +52,11 @@ _WWW_AUTHENTICATE: Final = {
     "WWW-Authenticate": {"description": "Always `Bearer`.", "schema": {"type": "string"}}
 }
 _DERIVED: Final = {
-    400: "the body is not JSON text (e.g. not UTF-8)",
+    400: "the body is not JSON text (malformed, not UTF-8, or nested too deeply)",
     401: "no, invalid, expired or revoked credentials",
     403: "your role is below the route's minimum, or this credential kind is refused here",
     404: "no such resource, or another tenant's (indistinguishable on purpose)",
+    415: "the body was sent without Content-Type: application/json",
     422: "invalid input; details.fields names every bad field (values are never echoed)",
     429: "rate limited; retry after Retry-After seconds",
     500: "a bug; the body holds only the request id",
@@ -106,6 +108,7 @@ def responses_for(
         errors[422] = _DERIVED[422]
     if has_body:
         errors[400] = _DERIVED[400]
+        errors[415] = _DERIVED[415]
     if route.rate_limit is not None:
         errors[429] = _DERIVED[429]
     if _uses(dependants, get_conn):

@@ -106,7 +106,7 @@ def submitted_values(request: Request, body: Any = None) -> set[str]:
         raw = getattr(request, "_body", b"")  # Starlette keeps the body it read for the handler
         try:
             body = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):
             body = None
     _leaves(body, out)
     tokens = {t for v in out for t in v.replace(",", " ").split()}
@@ -197,15 +197,64 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
     return out or "body"
 
 
+def _json_position(doc: Any, pos: int) -> tuple[int, int]:
+    """Line and column (1-based) of character `pos`, as json.JSONDecodeError counts them."""
+    text = doc if isinstance(doc, str) else ""
+    return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+
+
+def _not_json(request: Request, err: dict[str, Any], doc: Any) -> JSONResponse:
+    """400 for a body that is not JSON text. FastAPI reports it as a 422 `json_invalid` error
+    located at a character offset; the json module's own words (fixed text, never the body's)
+    say what is wrong, and line and column say where."""
+    loc = err.get("loc", ())
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else 0
+    line, column = _json_position(doc, pos)
+    ctx = err.get("ctx") or {}
+    what = str(ctx.get("error") or "malformed")
+    where = f"line {line} column {column}"
+    return envelope(
+        400,
+        "bad_request",
+        f"the body is not valid JSON: {what}{' ' if what.endswith(' at') else ' at '}{where}",
+        {"line": line, "column": column},
+        request_id=request_id_of(request),
+    )
+
+
+def _is_json_media_type(value: str | None) -> bool:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            return _not_json(request, dict(err), exc.body)
+    if (
+        isinstance(exc.body, bytes | bytearray)
+        and any(tuple(err.get("loc", ()))[:1] == ("body",) for err in errors)
+        and not _is_json_media_type(request.headers.get("content-type"))
+    ):
+        # FastAPI parses a body as JSON only under a JSON media type; any other body (a form,
+        # curl -d's default) reaches validation as raw bytes. Say what to send instead.
+        return envelope(
+            415,
+            _HTTP_CODES[415],
+            "the body must be JSON: send Content-Type: application/json",
+            request_id=request_id_of(request),
+        )
     submitted = submitted_values(request, exc.body)
     fields = [
         {
             "field": _field_path(tuple(err.get("loc", ())))[:_MAX_FIELD_LENGTH],
             "message": withhold(str(err.get("msg", "invalid")), submitted),
         }
-        for err in exc.errors()
+        for err in errors
     ]
     first = fields[0] if fields else {"field": "body", "message": "invalid"}
     return envelope(
@@ -217,10 +266,22 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _unparsable(cause: BaseException | None) -> str | None:
+    """What FastAPI's 400 "There was an error parsing the body" means, from its cause: the
+    json module failing on bytes that are not UTF-8, or on nesting deeper than it recurses."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not JSON text: it is not valid UTF-8 (at byte {cause.start})"
+    if isinstance(cause, RecursionError):
+        return "the body could not be parsed as JSON: it is nested too deeply"
+    return None
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    if exc.status_code == 400:
+        message = _unparsable(exc.__cause__) or message
     return envelope(
         exc.status_code,
         code,

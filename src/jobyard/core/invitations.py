@@ -76,7 +76,10 @@ async def invite(
     """
     async with conn.transaction():
         if await run.one(conn, "invitation_member_exists", {"org_id": org_id, "email": email}):
-            raise Conflict(f"{email} is already a member of this organization", field="email")
+            # No role word (owner, admin, member, viewer): the role sent would be withheld from it.
+            raise Conflict(
+                "someone with this email already belongs to this organization", field="email"
+            )
         token, digest = _new_token()
         row = await run.one(
             conn,

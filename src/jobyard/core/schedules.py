@@ -183,7 +183,8 @@ def _params(values: ScheduleFields) -> dict[str, Any]:
 
 def _name_taken(exc: Conflict, name: str) -> Conflict:
     if exc.details.get("constraint") == "scheduled_jobs_project_name_key":
-        return Conflict(f"name: a schedule named {name!r} already exists", field="name")
+        # Worded to read whole without the name: the API withholds submitted values.
+        return Conflict("name: a schedule with this name already exists", field="name")
     return exc
 
 

@@ -126,7 +126,9 @@ async def create_project(conn: Conn, org_id: OrgId, *, name: str, slug: str) -> 
                 conn, "tenancy_project_insert", {"org_id": org_id, "name": name, "slug": slug}
             )
     except Conflict:
-        raise Conflict(f"this organization already has a project {slug!r}", field="slug") from None
+        raise Conflict(
+            "this organization already has a project with this slug", field="slug"
+        ) from None
     assert row is not None
     return row
 

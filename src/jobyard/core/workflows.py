@@ -43,16 +43,26 @@ class WorkflowGraph:
 def topological_order(workflow: WorkflowCreate) -> list[str]:
     """Step keys, parents first. A cycle or a repeated key is a ValidationFailed (422); an
     unknown key is NotFound (404), as a parent job id that does not exist is."""
+    # Steps are named by position, not by key: the API withholds submitted values (keys),
+    # which would leave these messages without their subject.
     keys = [s.key for s in workflow.steps]
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
-    if dupes:
-        raise ValidationFailed(f"step keys must be unique: {dupes}", field="steps")
+    first: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if key in first:
+            raise ValidationFailed(
+                f"step keys must be unique: steps[{i}].key repeats steps[{first[key]}].key",
+                field=f"steps[{i}].key",
+            )
+        first[key] = i
     graph: dict[str, list[str]] = {}
-    for step in workflow.steps:
+    for i, step in enumerate(workflow.steps):
         local = [a for a in step.after if isinstance(a, str)]
-        unknown = sorted(set(local) - set(keys))
-        if unknown:
-            raise NotFound(f"step {step.key!r} runs after unknown steps {unknown}", field="steps")
+        for j, after in enumerate(step.after):
+            if isinstance(after, str) and after not in first:
+                raise NotFound(
+                    f"steps[{i}].after[{j}] names a key that no step has (unknown steps)",
+                    field=f"steps[{i}].after[{j}]",
+                )
         graph[step.key] = local
     try:
         return list(graphlib.TopologicalSorter(graph).static_order())

@@ -3,18 +3,81 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from jobyard.domain import limits
 from jobyard.domain.enums import BackoffKind
 from jobyard.domain.errors import ValidationFailed
 
-QueueName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")]
+QueueName = Annotated[str, Field(pattern=limits.QUEUE_NAME_PATTERN)]
 HandlerName = Annotated[str, Field(min_length=1, max_length=limits.MAX_HANDLER_LENGTH)]
-Priority = Annotated[int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY)]
+
+
+def _not_bool(value: Any) -> Any:
+    """JSON true is not a number: lax int validation would read it as 1 (floats keep their
+    lax behaviour: 5.0 is 5, 5.5 is refused)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer, not a boolean")
+    return value
+
+
+# Field before the validator: the other way round pydantic writes `ge`/`le`, not JSON Schema's
+# `minimum`/`maximum`, into the document.
+Priority = Annotated[
+    int, Field(ge=limits.MIN_PRIORITY, le=limits.MAX_PRIORITY), BeforeValidator(_not_bool)
+]
+Attempts = Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS_CEILING), BeforeValidator(_not_bool)]
+TimeoutMs = Annotated[int, Field(ge=1, le=86_400_000), BeforeValidator(_not_bool)]
+DelayMs = Annotated[int, Field(ge=0, le=366 * 86_400_000), BeforeValidator(_not_bool)]
+BaseDelayMs = Annotated[int, Field(ge=0, le=86_400_000), BeforeValidator(_not_bool)]
+MaxDelayMs = Annotated[int, Field(ge=0, le=604_800_000), BeforeValidator(_not_bool)]
+JobRef = Annotated[int, Field(ge=1, le=limits.MAX_ID), BeforeValidator(_not_bool)]
+
+
+def require_offset(value: datetime | None) -> datetime | None:
+    """A timestamp must name its instant: without a UTC offset PostgreSQL would read it in the
+    session's TimeZone. The one check for run_at and every timestamp filter."""
+    if value is not None and value.tzinfo is None:
+        raise PydanticCustomError(
+            "timezone_aware", "must include a timezone offset (e.g. 2026-01-01T09:00:00Z)"
+        )
+    return value
+
+
+AwareDateTime = Annotated[datetime, AfterValidator(require_offset)]
+
+DELAY_ORDER = "base_delay_ms must not exceed max_delay_ms"
+
+
+def check_delay_order(title: str, base_delay_ms: int | None, max_delay_ms: int | None) -> None:
+    """The retry delays' rule, for a retry policy and a per-job retry override alike: a 422
+    naming base_delay_ms (raised from a model validator, pydantic prefixes the model's path)."""
+    if base_delay_ms is None or max_delay_ms is None or base_delay_ms <= max_delay_ms:
+        return
+    raise ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", DELAY_ORDER),
+                loc=("base_delay_ms",),
+                input=base_delay_ms,
+            )
+        ],
+    )
 
 
 def payload_size(value: Any) -> int:
@@ -29,10 +92,26 @@ def check_payload(value: Any) -> Any:
         # serializer may quietly write null instead (pydantic does), so refuse them here.
         text = json.dumps(value, separators=(", ", ": "), ensure_ascii=False, allow_nan=False)
     except ValueError:
+        if _has_infinity(value):
+            # Valid JSON text such as 1e400 parses to infinity: say so, not only "NaN".
+            raise ValueError(
+                "payload must be JSON: a number is out of range for a double (at most about"
+                " ±1.8e308; NaN and Infinity are not JSON numbers either)"
+            ) from None
         raise ValueError("payload must be JSON: NaN and Infinity are not JSON numbers") from None
     if len(text.encode()) > limits.MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB")
     return value
+
+
+def _has_infinity(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isinf(value)
+    if isinstance(value, dict):
+        return any(_has_infinity(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_infinity(v) for v in value)
+    return False
 
 
 def ensure_payload_fits(value: Any) -> None:
@@ -49,9 +128,14 @@ class RetryOverride(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     backoff: BackoffKind | None = None
-    base_delay_ms: int | None = Field(default=None, ge=0, le=86_400_000)
-    max_delay_ms: int | None = Field(default=None, ge=0, le=604_800_000)
+    base_delay_ms: BaseDelayMs | None = None
+    max_delay_ms: MaxDelayMs | None = None
     jitter: bool | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryOverride:
+        check_delay_order(type(self).__name__, self.base_delay_ms, self.max_delay_ms)
+        return self
 
 
 class JobCreate(BaseModel):
@@ -63,28 +147,19 @@ class JobCreate(BaseModel):
     handler: HandlerName
     payload: Any = Field(default_factory=dict)
     priority: Priority = 0
-    run_at: datetime | None = None
-    delay_ms: int | None = Field(default=None, ge=0, le=366 * 86_400_000)
+    run_at: AwareDateTime | None = None
+    delay_ms: DelayMs | None = None
     idempotency_key: str | None = Field(
         default=None, min_length=1, max_length=limits.MAX_IDEMPOTENCY_KEY_LENGTH
     )
-    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
-    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    max_attempts: Attempts | None = None
+    timeout_ms: TimeoutMs | None = None
     retry: RetryOverride | None = None
-    depends_on: list[Annotated[int, Field(ge=1, le=limits.MAX_ID)]] = Field(
-        default_factory=list, max_length=100
-    )
+    depends_on: list[JobRef] = Field(default_factory=list, max_length=100)
     # Run even if a parent ends dead_letter or cancelled (default: such a parent cancels it).
     run_anyway: bool = False
 
     _check_payload = field_validator("payload")(check_payload)
-
-    @field_validator("run_at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("run_at must include a timezone offset (e.g. 2026-01-01T09:00:00Z)")
-        return value
 
     @model_validator(mode="after")
     def _one_delay(self) -> JobCreate:
@@ -99,12 +174,12 @@ class BatchItem(BaseModel):
     handler: HandlerName
     payload: Any = Field(default_factory=dict)
     priority: Priority = 0
-    run_at: datetime | None = None
+    run_at: AwareDateTime | None = None
     idempotency_key: str | None = Field(
         default=None, min_length=1, max_length=limits.MAX_IDEMPOTENCY_KEY_LENGTH
     )
-    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
-    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    max_attempts: Attempts | None = None
+    timeout_ms: TimeoutMs | None = None
 
     _check_payload = field_validator("payload")(check_payload)
 
@@ -119,8 +194,8 @@ class CallbackSpec(BaseModel):
     queue: QueueName = "default"
     payload: Any = Field(default_factory=dict)
     priority: Priority = 0
-    max_attempts: int | None = Field(default=None, ge=1, le=limits.MAX_ATTEMPTS_CEILING)
-    timeout_ms: int | None = Field(default=None, ge=1, le=86_400_000)
+    max_attempts: Attempts | None = None
+    timeout_ms: TimeoutMs | None = None
 
     _check_payload = field_validator("payload")(check_payload)
 
@@ -163,9 +238,11 @@ class WorkflowStep(JobCreate):
     existing jobs (ids) listed in `after`."""
 
     key: StepKey
-    after: list[StepKey | Annotated[int, Field(ge=1, le=limits.MAX_ID)]] = Field(
-        default_factory=list, max_length=100
-    )
+    after: list[
+        Annotated[
+            StepKey | Annotated[int, Field(ge=1, le=limits.MAX_ID)], BeforeValidator(_not_bool)
+        ]
+    ] = Field(default_factory=list, max_length=100)
 
 
 class WorkflowCreate(BaseModel):

@@ -20,6 +20,7 @@ from jobyard.api.pagination import Page, PageParams, encode_cursor
 from jobyard.core.read_models import KeysetPage
 from jobyard.domain import limits
 from jobyard.domain.errors import ValidationFailed
+from jobyard.domain.schemas import require_offset
 
 MAX_ID: Final = limits.MAX_ID
 M = TypeVar("M", bound=BaseModel)
@@ -82,8 +83,9 @@ def _date_time_text(value: object) -> object:
     return value
 
 
-# For bodies and query parameters alike.
-DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
+# For bodies and query parameters alike. With a UTC offset, as run_at (the same check): a
+# naive time would be read in the database session's TimeZone.
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text), AfterValidator(require_offset)]
 
 
 def utc(value: datetime | None, field: str) -> datetime | None:

@@ -17,11 +17,12 @@ from jobyard.api.routes import Route, Scope
 from jobyard.core import admin, read_models
 from jobyard.domain import limits
 from jobyard.domain.enums import BackoffKind, Role
+from jobyard.domain.schemas import Attempts, BaseDelayMs, MaxDelayMs, check_delay_order
 
 PolicyName = Annotated[Text, StringConstraints(min_length=1, max_length=limits.MAX_NAME_LENGTH)]
-BaseDelay = Annotated[int, Field(ge=0, le=86_400_000)]
-MaxDelay = Annotated[int, Field(ge=0, le=604_800_000)]
-Attempts = Annotated[int, Field(ge=1, le=limits.MAX_ATTEMPTS_CEILING)]
+# The same bounds (and the same delay rule) as a job's retry override: domain/schemas.py.
+BaseDelay = BaseDelayMs
+MaxDelay = MaxDelayMs
 
 
 class RetryPolicyCreate(BaseModel):
@@ -36,8 +37,7 @@ class RetryPolicyCreate(BaseModel):
 
     @model_validator(mode="after")
     def _ordered(self) -> RetryPolicyCreate:
-        if self.base_delay_ms > self.max_delay_ms:
-            raise ValueError("base_delay_ms must not exceed max_delay_ms")
+        check_delay_order(type(self).__name__, self.base_delay_ms, self.max_delay_ms)
         return self
 
 
