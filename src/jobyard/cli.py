@@ -12,6 +12,7 @@ import sys
 import typer
 
 from jobyard.commands import (
+    accounts,
     bench,
     database,
     dlq,
@@ -41,6 +42,7 @@ app.add_typer(queues.queues_app, name="queues")
 app.add_typer(dlq.dlq_app, name="dlq")
 app.add_typer(schedules.schedules_app, name="schedules")
 app.add_typer(database.db_app, name="db")
+app.add_typer(accounts.accounts_app, name="accounts")
 
 
 def main() -> None:

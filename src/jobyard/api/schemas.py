@@ -7,18 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
+from jobyard.domain import limits
+from jobyard.domain.accounts import Email, NewPassword, Password
 from jobyard.domain.enums import Role
-
-Email = Annotated[
-    str,
-    StringConstraints(
-        strip_whitespace=True,
-        to_lower=True,
-        min_length=3,
-        max_length=320,
-        pattern=r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+$",
-    ),
-]
 
 
 def _not_bool(value: object) -> object:
@@ -29,14 +20,12 @@ def _not_bool(value: object) -> object:
 
 
 ExpiryDays = Annotated[int, Field(ge=1, le=3650), BeforeValidator(_not_bool)]
-Slug = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$", examples=["acme"])]
+Slug = Annotated[str, Field(pattern=limits.SLUG_PATTERN, examples=["acme"])]
 # No control characters (PostgreSQL text cannot hold NUL; the rest has no place in a name).
 _PRINTABLE = r"^[^\x00-\x1f\x7f]*$"
 Name = Annotated[
     str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200, pattern=_PRINTABLE)
 ]
-Password = Annotated[str, Field(min_length=1, max_length=1024)]
-NewPassword = Annotated[str, Field(min_length=12, max_length=1024)]
 
 
 class _In(BaseModel):

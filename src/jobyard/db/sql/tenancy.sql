@@ -82,3 +82,8 @@ SELECT id, org_id, name, slug, created_at FROM projects WHERE id = %(project_id)
 -- name: tenancy_project_delete
 -- Delete a project and (by cascade) its queues, jobs, schedules, keys and history.
 DELETE FROM projects WHERE id = %(project_id)s
+
+-- name: tenancy_owner_count
+-- How many owners an organization has (`jobyard accounts create-owner` makes the first only).
+SELECT count(*) AS owners FROM organization_members
+WHERE org_id = %(org_id)s AND role = 'owner'
