@@ -59,7 +59,7 @@ async def create_owner(
         if owners is not None and owners["owners"] > 0:
             raise Conflict(
                 f"organization {org_slug!r} already has an owner: ask them for an invitation "
-                "(dashboard: Members; API: POST /orgs/{org_id}/invitations)",
+                f"(dashboard: Members; API: POST /api/v1/orgs/{org_id}/invitations)",
                 field="org",
             )
         user = await run.one(
