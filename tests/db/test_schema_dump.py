@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import uuid
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from alembic.config import Config
@@ -211,3 +212,22 @@ def test_pg_dump_error_names_the_problem() -> None:
     bad = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2"
     with pytest.raises(dump.SchemaDumpError, match=r"^pg_dump failed: .*connection"):
         dump.run_pg_dump(bad)
+
+
+def test_cli_db_dump_refuses_to_rewrite_an_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found as a user (2026-12-05): from a wheel, `jobyard db dump` would rewrite the
+    schema.sql inside site-packages. Refused before any database is touched; --check is fine."""
+    installed = tmp_path / "site-packages" / "jobyard" / "db" / "schema.sql"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("-- as shipped\n", encoding="utf-8")
+    monkeypatch.setattr(dump, "schema_path", lambda: installed)
+    unreachable = "postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=1"
+    result = CliRunner().invoke(app, ["db", "dump"], env={"JOBYARD_DATABASE_URL": unreachable})
+    assert result.exit_code == 2, result.output
+    assert "this jobyard is installed at" in _flat(result.output)
+    assert "jobyard db dump --check" in _flat(result.output)
+    assert installed.read_text(encoding="utf-8") == "-- as shipped\n"
+    checkout = Path(__file__).resolve().parents[2] / "src" / "jobyard" / "db" / "schema.sql"
+    assert dump.in_source_checkout(checkout) and not dump.in_source_checkout(installed)

@@ -143,9 +143,17 @@ def db_dump(
         bool, typer.Option("--check", help="Only compare; exit 1 if schema.sql is stale.")
     ] = False,
 ) -> None:
-    """Rewrite src/jobyard/db/schema.sql from a freshly migrated throwaway database."""
-    url = open_database(load_settings(data_dir=data_dir), check_schema=False).url
+    """Rewrite src/jobyard/db/schema.sql from a freshly migrated throwaway database (in a
+    jobyard source checkout; --check anywhere)."""
     target = dump.schema_path()
+    if not check and not dump.in_source_checkout(target):
+        # An installed package's copy: rewriting it would change the installed jobyard.
+        raise fail(
+            f"`jobyard db dump` rewrites the schema.sql of a jobyard source checkout, and this "
+            f"jobyard is installed at {target.parent}",
+            "compare only with `jobyard db dump --check`, or run it in a checkout (`make db-dump`)",
+        )
+    url = open_database(load_settings(data_dir=data_dir), check_schema=False).url
     try:
         with out.status("migrating a throwaway database and dumping its schema…"):
             text = dump.dump_fresh(url)

