@@ -67,6 +67,7 @@ def _cases() -> list[object]:
         "not-a-url",
         "not-postgres",
         "bad-port",
+        "unknown-parameter",
         "closed-port",
         "no-database",
         "no-user",
@@ -80,6 +81,11 @@ def _cases() -> list[object]:
         ),
         ("http://db.example/x", "is not a PostgreSQL URL: 'http://db.example/x'", 2),
         (f"{PG15[:-5]}:99999/test", "has an invalid port '99999'", 2),
+        (
+            f"{PG15}/test?foo=bar",
+            'is not a usable PostgreSQL URL (invalid URI query parameter: "foo")',
+            2,
+        ),
         (
             f"postgresql://postgres@127.0.0.1:{port}/app",
             f"nothing accepts connections at 127.0.0.1:{port}/app: start PostgreSQL there or "

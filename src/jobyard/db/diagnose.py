@@ -67,18 +67,23 @@ def target(url: str, source: str = "JOBYARD_DATABASE_URL") -> Target:
             )
     try:
         params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
+    except psycopg.ProgrammingError as exc:
+        # A URL's scheme was checked above: libpq's words name the part it refused (an
+        # unknown query parameter, say).
+        what = f"a usable PostgreSQL URL ({exc})" if "://" in url else "a PostgreSQL URL"
         raise ConfigurationError(
-            f"{source} is not a PostgreSQL URL: {shown!r}; use {URL_SHAPE}", field="database_url"
+            f"{source} is not {what}: {shown!r}; use {URL_SHAPE}", field="database_url"
         ) from None
     host = str(params.get("host") or "localhost")
     port = str(params.get("port") or "5432")
     user = str(params.get("user") or "")
     database = str(params.get("dbname") or user or "postgres")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigurationError(
-            f"{source} has an invalid port {port!r} (1-65535): {shown!r}", field="database_url"
-        )
+    # libpq takes several hosts (tried in turn), each with its port: host1:5432,host2:5433.
+    for one in port.split(","):
+        if not one.isdigit() or not 0 < int(one) < 65536:
+            raise ConfigurationError(
+                f"{source} has an invalid port {one!r} (1-65535): {shown!r}", field="database_url"
+            )
     socket_dir = host if host.startswith("/") else None
     return Target(host, port, database, user, socket_dir)
 
