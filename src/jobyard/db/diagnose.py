@@ -70,7 +70,9 @@ def target(url: str, source: str = "JOBYARD_DATABASE_URL") -> Target:
     except psycopg.ProgrammingError as exc:
         # A URL's scheme was checked above: libpq's words name the part it refused (an
         # unknown query parameter, say).
-        what = f"a usable PostgreSQL URL ({exc})" if "://" in url else "a PostgreSQL URL"
+        what = (
+            f"a usable PostgreSQL URL ({str(exc).strip()})" if "://" in url else "a PostgreSQL URL"
+        )
         raise ConfigurationError(
             f"{source} is not {what}: {shown!r}; use {URL_SHAPE}", field="database_url"
         ) from None
