@@ -23,7 +23,7 @@ from jobyard.db import diagnose, dump, embedded, explain, migrate
 from jobyard.db.locate import locate
 from jobyard.db.pool import Conn, connect_sync
 from jobyard.db.resolve import head_revision, schema_revision
-from jobyard.db.seed import seed_demo
+from jobyard.db.seed import login_line, seed_demo
 
 db_app = typer_app("Manage the database (embedded or JOBYARD_DATABASE_URL).")
 root = typer.Typer()  # commands that sit at the top level: `jobyard migrate`, `jobyard seed`
@@ -245,9 +245,17 @@ def migrate_cmd(data_dir: DataDir = None) -> None:
 
 @root.command("seed")
 def seed_cmd(data_dir: DataDir = None) -> None:
-    """Create the demo organization, operator login, project, queues and sample jobs."""
-    url = open_database(load_settings(data_dir=data_dir)).url
+    """Create the demo organization, operator login, project, queues and sample jobs. Not
+    with JOBYARD_ENV=prod: the demo login's password is published."""
+    settings = load_settings(data_dir=data_dir)
+    if settings.env == "prod":
+        raise fail(
+            "`jobyard seed` makes a demo login whose password is published; not with "
+            "JOBYARD_ENV=prod",
+            "make your own login: jobyard accounts create-owner EMAIL --org SLUG",
+        )
+    url = open_database(settings).url
     with clear_errors(), connect_sync(url, autocommit=True) as conn:
         result = seed_demo(conn)
     out.print(f"seeded project {result.project_id}; {result.jobs_added} sample jobs added")
-    out.print(f"login: {result.user_email} / {result.user_password}", highlight=False)
+    out.print(f"login: {login_line(result)}", highlight=False)

@@ -24,7 +24,7 @@ from jobyard.commands.common import (
     out,
 )
 from jobyard.db.pool import connect_sync
-from jobyard.db.seed import seed_demo
+from jobyard.db.seed import login_line, seed_demo
 from jobyard.domain.settings import Settings
 from jobyard.scheduler.runner import run_scheduler
 from jobyard.supervisor import ChildSpec, supervise
@@ -132,7 +132,7 @@ def demo_cmd(host: HostOpt = None, port: PortOpt = None, data_dir: DataDir = Non
     out.print(f"database   {resolved.describe()}", highlight=False)
     out.print(f"dashboard  {base}/", highlight=False)
     out.print(f"API docs   {base}/api/v1/docs", highlight=False)
-    out.print(f"login      {result.user_email} / {result.user_password}", highlight=False)
+    out.print(f"login      {login_line(result)}", highlight=False)
     out.print(
         f"seeded     project {result.project_id}, queues {', '.join(result.queues)}, "
         f"{result.jobs_added} new sample jobs",

@@ -34,7 +34,8 @@ class SeedResult:
     org_id: int
     project_id: int
     user_email: str
-    user_password: str
+    # The demo password, or None when the account existed: its password was left as it is.
+    user_password: str | None
     queues: dict[str, int]
     jobs_added: int
 
@@ -48,15 +49,16 @@ def _id(conn: SyncConn, name: str, params: dict[str, object]) -> int:
 def seed_demo(conn: SyncConn, *, sample_jobs: bool = True) -> SeedResult:
     with conn.transaction():
         org_id = _id(conn, "seed_org", {"name": "Demo Organization", "slug": DEMO_ORG_SLUG})
-        user_id = _id(
-            conn,
-            "seed_user",
+        user = conn.execute(
+            sql("seed_user"),
             {
                 "email": DEMO_EMAIL,
                 "password_hash": hash_password(DEMO_PASSWORD),
                 "display_name": "Demo Operator",
             },
-        )
+        ).fetchone()
+        assert user is not None
+        user_id = int(user["id"])
         conn.execute(sql("seed_member"), {"org_id": org_id, "user_id": user_id, "role": "owner"})
         project_id = _id(
             conn, "seed_project", {"org_id": org_id, "name": "Default", "slug": DEMO_PROJECT_SLUG}
@@ -122,4 +124,12 @@ def seed_demo(conn: SyncConn, *, sample_jobs: bool = True) -> SeedResult:
                     },
                 )
                 added += cur.rowcount
-    return SeedResult(org_id, project_id, DEMO_EMAIL, DEMO_PASSWORD, queues, added)
+    password = DEMO_PASSWORD if user["created"] else None
+    return SeedResult(org_id, project_id, DEMO_EMAIL, password, queues, added)
+
+
+def login_line(result: SeedResult) -> str:
+    """The seeded login as the CLI prints it: the password only when the seed set it."""
+    if result.user_password is None:
+        return f"{result.user_email} (an existing account: its password was left as it is)"
+    return f"{result.user_email} / {result.user_password}"

@@ -5,15 +5,16 @@ ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name
 RETURNING id
 
 -- name: seed_user
--- Create (or find) a user by email; an existing user's password is left alone.
+-- Create (or find) a user by email; an existing user's password is left alone. `created`: the
+-- row is new (xmax 0: no update made this version), so the password is the demo's.
 INSERT INTO users (email, password_hash, display_name) VALUES (%(email)s, %(password_hash)s, %(display_name)s)
 ON CONFLICT (email) DO UPDATE SET display_name = EXCLUDED.display_name
-RETURNING id
+RETURNING id, (xmax = 0) AS created
 
 -- name: seed_member
--- Make a user a member of an organization with a role.
+-- Make a user a member of an organization with a role; an existing membership keeps its role.
 INSERT INTO organization_members (org_id, user_id, role) VALUES (%(org_id)s, %(user_id)s, %(role)s)
-ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role
+ON CONFLICT (org_id, user_id) DO NOTHING
 
 -- name: seed_project
 -- Create (or find) a project by organization and slug.
