@@ -42,6 +42,24 @@ def test_a_taken_port_stops_the_command_before_it_prints_or_starts_anything(
     assert not (tmp_path / "data").exists()  # no database was started for nothing
 
 
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [("nosuchhost.invalid", "does not resolve"), ("192.0.2.1", "is not this machine's")],
+)
+def test_a_host_that_cannot_be_listened_on_is_named_not_the_port(
+    host: str, reason: str, tmp_path: Path
+) -> None:
+    """Found by a user check (2026-12-05): such a host got the taken port's hint."""
+    env = {"JOBYARD_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "300"}
+    result = CliRunner().invoke(app, ["api", "--host", host, "--port", "18999"], env=env)
+    assert result.exit_code == 2, result.output
+    first, hint = result.output.splitlines()
+    assert first.startswith(f"error: cannot listen on {host}: the address {reason}")
+    assert (
+        hint.startswith("hint: listen on one of this machine's addresses") and "--port" not in hint
+    )
+
+
 def test_the_port_comes_from_the_environment_too(taken_port: int, tmp_path: Path) -> None:
     env = {"JOBYARD_API_PORT": str(taken_port), "JOBYARD_DATA_DIR": str(tmp_path / "d")}
     result = CliRunner().invoke(app, ["demo"], env=env)

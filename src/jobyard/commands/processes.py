@@ -168,6 +168,17 @@ def _require_free_port(host: str, port: int, command: str) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((host, port))
     except OSError as exc:
+        # The host is the problem, not the port: a name that does not resolve, or an address
+        # that is not this machine's.
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            reason = (
+                "does not resolve" if isinstance(exc, socket.gaierror) else "is not this machine's"
+            )
+            raise fail(
+                f"cannot listen on {host}: the address {reason} ({exc.strerror})",
+                f"listen on one of this machine's addresses: `{command} --host 127.0.0.1` "
+                "(or 0.0.0.0 for all; or set JOBYARD_API_HOST)",
+            ) from None
         if exc.errno == errno.EADDRINUSE:
             why = "is already in use (another jobyard or web server?)"
         elif exc.errno == errno.EACCES:
