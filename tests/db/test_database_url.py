@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from jobyard.db import diagnose
 from jobyard.domain.errors import ConfigurationError
-from tests.cli.test_database_errors import needs_pg15
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+from tests.cli.test_database_errors import _closed_port, needs_pg15
 
 
 @needs_pg15
