@@ -146,6 +146,16 @@ async def test_dlq_invalid_json_changes_nothing_and_a_valid_replay_enqueues(
     )
     assert replayed == new_id
 
+    # Replayed once: the Replayed tab links the job and offers no second replay (the API
+    # refuses one with 409).
+    await page.goto(f"/p/{seed.project}/dlq?show=replayed")
+    letter = page.locator(f"#dlq-{seed.dlq_id}")
+    await expect(letter.locator("summary")).to_contain_text(f"replayed as {new_id}")
+    await letter.locator("summary").click()
+    await expect(letter.locator("button.save")).to_be_visible()
+    await expect(letter.locator("button.replay")).to_have_count(0)
+    await page.screenshot(path=screenshot_path("dlq-replayed.png"), full_page=True)
+
 
 async def test_a_viewer_sees_no_action_buttons(page: Page, seed: Seed) -> None:
     await ui_sign_in(page, seed.a, Role.VIEWER)
