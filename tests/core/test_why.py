@@ -222,6 +222,7 @@ async def test_a_job_due_long_ago_and_never_promoted_asks_for_a_scheduler(
         soon = await _explain(conn, project, job_id, now=run_at[job_id] + timedelta(seconds=5))
         assert _codes(soon)[0] == first and "promotion_overdue" not in _codes(soon)
         assert "promoter" in soon.reasons[0].sentence
+        assert soon.reasons[0].ends_at is None  # due: no end in the past ("until 5 s ago")
         late = await _explain(conn, project, job_id, now=run_at[job_id] + timedelta(minutes=2))
         overdue = _reason(late, "promotion_overdue")
         assert overdue.details == {"overdue_s": 120}

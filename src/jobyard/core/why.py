@@ -152,7 +152,8 @@ def _backoff(row: dict[str, Any], run_at: datetime, at: datetime) -> Reason:
         "retry_backoff",
         f"Backing off after attempt {row['attempt']} of {row['max_attempts']} failed with "
         f"{error!r}; retry {row['attempt'] + 1} of {row['max_attempts']} {when}.",
-        ends_at=run_at,
+        # Once due, the wait is the promoter's, which has no known end.
+        ends_at=run_at if run_at > at else None,
         details={
             "attempt": row["attempt"],
             "max_attempts": row["max_attempts"],
@@ -168,7 +169,6 @@ def _due_or_not(run_at: datetime, at: datetime) -> Reason:
             "scheduled_due",
             f"Due since {_at(run_at)}; the scheduler's promoter moves it to the queue within "
             "seconds (is a `jobyard scheduler` process running?).",
-            ends_at=run_at,
         )
     return Reason(
         "scheduled",
