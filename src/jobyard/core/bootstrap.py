@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter, ValidationError
 
+from jobyard.core import invitations, projects, tenancy
 from jobyard.core.projects import check_slug
-from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.accounts import Email, NewPassword
-from jobyard.domain.enums import Role
 from jobyard.domain.errors import Conflict, ValidationFailed
-from jobyard.domain.ids import UserId
+from jobyard.domain.ids import OrgId, UserId
 from jobyard.domain.passwords import hash_password
 
 _EMAIL: TypeAdapter[str] = TypeAdapter(Email)
@@ -50,33 +49,15 @@ async def create_owner(
     check_password(password)
     password_hash = hash_password(password)  # slow: before the organization's lock is taken
     async with conn.transaction():
-        org = await run.one(conn, "project_ensure_org", {"slug": org_slug})
-        assert org is not None
-        org_id = int(org["id"])
-        # Locked, as every membership change does: two first owners at once are one too many.
-        await run.one(conn, "tenancy_org_lock", {"org_id": org_id})
-        owners = await run.one(conn, "tenancy_owner_count", {"org_id": org_id})
-        if owners is not None and owners["owners"] > 0:
-            raise Conflict(
-                f"organization {org_slug!r} already has an owner: ask them for an invitation "
-                f"(dashboard: Members; API: POST /api/v1/orgs/{org_id}/invitations)",
-                field="org",
-            )
-        user = await run.one(
-            conn,
-            "invitation_user_insert",
-            {"email": address, "password_hash": password_hash, "display_name": display_name},
+        org_id = await projects.ensure_org(conn, org_slug)
+        user_id = await invitations.create_account(
+            conn, email=address, password_hash=password_hash, display_name=display_name
         )
-        if user is None:
+        if user_id is None:
             raise Conflict(
                 "an account with this email exists already; use another email, or have an "
                 "owner invite it",
                 field="email",
             )
-        user_id = UserId(int(user["id"]))
-        await run.one(
-            conn,
-            "tenancy_member_insert",
-            {"org_id": org_id, "user_id": user_id, "role": Role.OWNER},
-        )
+        await tenancy.add_first_owner(conn, OrgId(org_id), user_id, org_slug=org_slug)
     return user_id, org_id

@@ -196,13 +196,13 @@ async def _batch_with_skips(
     answer is that batch, when all the existing jobs came from one."""
     ids = list(row["ids"])
     if ids:
-        await run.execute(conn, "job_batch_resize", {"batch_id": batch_id, "size": len(ids)})
+        await run.execute(conn, "job_insert_batch_resize", {"batch_id": batch_id, "size": len(ids)})
         return BatchResult(batch_id=batch_id, job_ids=ids, queued=row["queued"])
-    await run.execute(conn, "job_batch_drop", {"batch_id": batch_id})
+    await run.execute(conn, "job_insert_batch_drop", {"batch_id": batch_id})
     keys = [item.idempotency_key for item in batch.jobs if item.idempotency_key is not None]
     found = await run.all_rows(
         conn,
-        "job_batches_of_keys",
+        "job_insert_batch_earlier",
         {"project_id": project_id, "queue": batch.queue, "keys": keys},
     )
     earlier = {r["batch_id"] for r in found}

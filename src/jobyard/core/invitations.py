@@ -169,21 +169,17 @@ async def redeem_new_account(
     password_hash = hash_password(password)  # slow: before the row lock is taken
     async with conn.transaction():
         invitation = await lookup(conn, token, now=now)
-        user = await run.one(
+        user_id = await create_account(
             conn,
-            "invitation_user_insert",
-            {
-                "email": invitation["email"],
-                "password_hash": password_hash,
-                "display_name": display_name,
-            },
+            email=invitation["email"],
+            password_hash=password_hash,
+            display_name=display_name,
         )
-        if user is None:
+        if user_id is None:
             raise Conflict(
                 "an account with this email exists: sign in to it and accept the invitation",
                 field="token",
             )
-        user_id = UserId(int(user["id"]))
         await _join(conn, invitation, user_id, now)
     return user_id, invitation
 
@@ -211,3 +207,15 @@ async def _join(conn: Conn, invitation: Row, user_id: UserId, now: datetime | No
         "invitation_mark_accepted",
         {"invitation_id": invitation["id"], "user_id": user_id, "now": now},
     )
+
+
+async def create_account(
+    conn: Conn, *, email: str, password_hash: str, display_name: str
+) -> UserId | None:
+    """A new account with the password its owner chose; None if the email has one."""
+    user = await run.one(
+        conn,
+        "invitation_user_insert",
+        {"email": email, "password_hash": password_hash, "display_name": display_name},
+    )
+    return UserId(int(user["id"])) if user is not None else None

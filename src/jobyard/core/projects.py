@@ -66,11 +66,17 @@ async def resolve_project(conn: Conn, ref: str, *, create: bool = False) -> Proj
         raise ValidationFailed(
             f"project {_shown(ref)}: {exc.message} (e.g. 'acme/shop')", field="project"
         ) from None
-    org = await run.one(conn, "project_ensure_org", {"slug": org_slug})
-    assert org is not None
-    project = await run.one(conn, "project_ensure", {"org_id": org["id"], "slug": project_slug})
+    org_id = await ensure_org(conn, org_slug)
+    project = await run.one(conn, "project_ensure", {"org_id": org_id, "slug": project_slug})
     assert project is not None
     return ProjectId(project["id"])
+
+
+async def ensure_org(conn: Conn, slug: str) -> int:
+    """The organization with this (already checked) slug, created if missing; its id."""
+    org = await run.one(conn, "project_ensure_org", {"slug": slug})
+    assert org is not None
+    return int(org["id"])
 
 
 async def ensure_queues(conn: Conn, project_id: ProjectId, names: list[str]) -> None:

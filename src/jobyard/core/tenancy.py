@@ -143,3 +143,20 @@ async def get_project(conn: Conn, project_id: ProjectId) -> Row:
 async def delete_project(conn: Conn, project_id: ProjectId) -> None:
     if await run.execute(conn, "tenancy_project_delete", {"project_id": project_id}) == 0:
         raise NotFound("project not found")
+
+
+async def add_first_owner(conn: Conn, org_id: OrgId, user_id: UserId, *, org_slug: str) -> None:
+    """Make `user_id` the owner of an organization that has none (inside the caller's
+    transaction); Conflict if it has one. The organization's lock, as every membership change
+    takes it, keeps two first owners from both seeing none."""
+    await run.one(conn, "tenancy_org_lock", {"org_id": org_id})
+    owners = await run.one(conn, "tenancy_owner_count", {"org_id": org_id})
+    if owners is not None and owners["owners"] > 0:
+        raise Conflict(
+            f"organization {org_slug!r} already has an owner: ask them for an invitation "
+            f"(dashboard: Members; API: POST /api/v1/orgs/{org_id}/invitations)",
+            field="org",
+        )
+    await run.one(
+        conn, "tenancy_member_insert", {"org_id": org_id, "user_id": user_id, "role": Role.OWNER}
+    )

@@ -143,17 +143,17 @@ SELECT (SELECT id FROM batch) AS batch_id,
        (SELECT count(pg_notify('jobyard_jobs', b.queue_id::text)) FROM batch b) AS notified
 FROM inserted
 
--- name: job_batch_resize
+-- name: job_insert_batch_resize
 -- A batch holds the jobs its statement inserted: items an idempotency key skipped are not its
 -- (they belong to the request that made them), so its size is what was inserted, set in the
 -- enqueue's transaction before any of its jobs can finish (else it would never complete).
 UPDATE job_batches SET size = %(size)s WHERE id = %(batch_id)s
 
--- name: job_batch_drop
+-- name: job_insert_batch_drop
 -- The batch of an enqueue whose every item was skipped: it holds no job (size >= 1 is a CHECK).
 DELETE FROM job_batches WHERE id = %(batch_id)s
 
--- name: job_batches_of_keys
+-- name: job_insert_batch_earlier
 -- The batches of the jobs that a batch's idempotency keys already name (NULL: not enqueued in
 -- a batch): one batch means the request is a repeat of the one that made it.
 SELECT DISTINCT j.batch_id
