@@ -115,3 +115,31 @@ async def test_delete_removes_the_dead_letter_for_good(
     error_of(await client.get(url, headers=owner(tenant_a)), 404, "not_found")
     error_of(await client.post(f"{url}/replay", headers=owner(tenant_a)), 404, "not_found")
     assert await scalar(conn, "SELECT count(*) FROM dead_letter_jobs") == 0
+
+
+async def test_a_job_whose_dead_letter_was_replayed_is_not_retried_as_well(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    """Found by a user check (2026-12-05): a replay, then a retry of the original job, ran one
+    failure's work twice (two live jobs). Either way round, the second is refused."""
+    await make_queue(client, tenant_a)
+    worker = await make_worker(conn, tenant_a.project_id)
+    h = tenant_a.headers(Role.MEMBER)
+    dlq_id = await dead_letter(conn, tenant_a.project_id, worker)
+    original = await scalar(conn, "SELECT job_id FROM dead_letter_jobs WHERE id = %s", dlq_id)
+    replayed = await client.post(f"{base(tenant_a)}/dead-letters/{dlq_id}/replay", headers=h)
+    assert replayed.status_code == 202, replayed.text
+    retried = await client.post(f"{base(tenant_a)}/jobs/{original}/retry", headers=h)
+    err = error_of(retried, 409)
+    assert f"already replayed as job {replayed.json()['id']}" in err["message"]
+    assert await scalar(conn, "SELECT status::text FROM jobs WHERE id = %s", original) == (
+        "dead_letter"
+    )
+
+    # The other way round: the job retried first, then its dead letter replayed.
+    other = await dead_letter(conn, tenant_a.project_id, worker)
+    job = await scalar(conn, "SELECT job_id FROM dead_letter_jobs WHERE id = %s", other)
+    assert (await client.post(f"{base(tenant_a)}/jobs/{job}/retry", headers=h)).status_code == 200
+    again = await client.post(f"{base(tenant_a)}/dead-letters/{other}/replay", headers=h)
+    assert f"already replayed as job {job}" in error_of(again, 409)["message"]
+    assert await scalar(conn, "SELECT count(*) FROM jobs WHERE status = 'queued'") == 2

@@ -88,14 +88,20 @@ async def test_every_real_transition_keeps_the_ready_set_exact(conn: Conn) -> No
 
     await transitions.fail(conn, failing[1], "Boom", "no retry", retryable=False)
     await assert_ready_exact(conn, "fail → dead_letter")
+    await act_on_job(conn, project, "retry", failing[1].id)
+    await assert_ready_exact(conn, "retry action on a dead job")
+    # A dead letter is replayed once, and not after its job was retried: another one.
+    (again,) = await claim.claim_batch(conn, ref, worker, 1, lease_s=30, start=True)
+    await transitions.fail(conn, again, "Boom", "no retry", retryable=False)
     letter = await (
-        await conn.execute("SELECT id FROM dead_letter_jobs WHERE job_id = %s", (failing[1].id,))
+        await conn.execute(
+            "SELECT id FROM dead_letter_jobs WHERE job_id = %s AND replayed_at IS NULL",
+            (again.id,),
+        )
     ).fetchone()
     assert letter is not None
     await dlq.replay(conn, project, letter["id"])
     await assert_ready_exact(conn, "DLQ replay")
-    await act_on_job(conn, project, "retry", failing[1].id)
-    await assert_ready_exact(conn, "retry action on a dead job")
 
     await transitions.release_many(conn, [failing[2]])
     await assert_ready_exact(conn, "release (graceful drain)")

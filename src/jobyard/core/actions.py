@@ -159,6 +159,13 @@ async def _refused(conn: Conn, project_id: ProjectId, action: Action, job_id: Jo
         raise NotFound("job not found")
     current = JobStatus(row["status"])
     reason = row["cancel_reason"] or ""
+    if action == "retry" and row["replayed_as"] is not None:
+        raise IllegalTransition(
+            f"job {job_id}'s dead letter was already replayed as job {row['replayed_as']}, which "
+            "carries its work on; follow that job (a retry here would run the work twice)",
+            current=current.value,
+            action=action,
+        )
     if action == "retry" and current is JobStatus.CANCELLED and cancelled_by_dependency(reason):
         raise IllegalTransition(
             f"job {job_id} was cancelled because a parent failed ({reason}); retry that "

@@ -10,6 +10,10 @@ WITH target AS (
     WHERE project_id = %(project_id)s AND id = ANY(%(ids)s::bigint[])
       AND status = ANY(%(from_states)s::job_status[])
       AND coalesce(cancel_reason, '') NOT LIKE 'dependency failed:%%'
+      -- A dead letter of this job already replayed into a new job carries its work on: a
+      -- retry here would run it a second time.
+      AND NOT EXISTS (SELECT 1 FROM dead_letter_jobs d
+                      WHERE d.job_id = jobs.id AND d.replay_job_id <> jobs.id)
     RETURNING id, queue_id
 ), letters AS (
     UPDATE dead_letter_jobs d
@@ -121,8 +125,12 @@ ORDER BY j.id DESC
 LIMIT %(limit)s
 
 -- name: action_job_status
--- The current status of one job of a project, and why it was cancelled (to explain a refused action).
-SELECT j.status::text AS status, j.cancel_reason FROM jobs j
+-- The current status of one job of a project, why it was cancelled, and the job its dead letter was replayed as (to explain a refused action).
+SELECT j.status::text AS status, j.cancel_reason,
+       (SELECT d.replay_job_id FROM dead_letter_jobs d
+        WHERE d.job_id = j.id AND d.replay_job_id <> j.id
+        ORDER BY d.id DESC LIMIT 1) AS replayed_as
+FROM jobs j
 WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 
 -- name: action_discard_letters
