@@ -6,6 +6,7 @@ caller's own writes (it commits or rolls back with them).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -176,7 +177,10 @@ async def enqueue_batch(
                     f"callback queue {spec['queue']!r} does not exist in this project",
                     field="queue",
                 )
-        async with transaction(conn):
+        # Only items with a key can be skipped, and only then may a second statement follow:
+        # it must share the insert's transaction. A batch without keys stays one statement
+        # (no BEGIN and COMMIT round trips on an autocommit connection).
+        async with transaction(conn) if params["any_key"] else contextlib.nullcontext():
             row = await run.one(conn, "job_insert_batch", params)
             if row is None or row["batch_id"] is None:
                 raise NotFound(
