@@ -7,7 +7,6 @@ from typing import Any
 
 from jobyard.domain.errors import ValidationFailed
 from jobyard.worker.context import JobContext
-from jobyard.worker.handlers.http_request import http_request as _send_http_request
 from jobyard.worker.registry import Registry, TaskSpec
 
 MAX_SLEEP_S = 24 * 3600.0
@@ -40,7 +39,11 @@ async def http_request(ctx: JobContext) -> dict[str, Any]:
     """One SSRF-guarded HTTP request described by the payload (see handlers/http_request.py)."""
     if not isinstance(ctx.payload, dict):
         raise ValidationFailed("http_request needs a JSON object payload", field="payload")
-    return await _send_http_request(ctx.payload)
+    # Imported on first use: httpx and its transports add ~45 ms to the start of every
+    # `jobyard` command and worker, and most workers never send a request.
+    from jobyard.worker.handlers.http_request import http_request as send
+
+    return await send(ctx.payload)
 
 
 def _seconds(payload: Any) -> float:
