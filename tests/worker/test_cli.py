@@ -38,6 +38,10 @@ def test_enqueue_prints_the_job_id_and_status_and_jobs_lists_it(cli: CliRunner) 
     assert "noop" not in listed.output
     everything = cli.invoke(app, ["jobs", "--limit", "5"])
     assert "noop" in everything.output and "sleep" in everything.output
+    # `jobs list` too, as `queues list` and `dlq list` (a user typed it and got "No such command").
+    listed_too = cli.invoke(app, ["jobs", "list", "--status", "scheduled"])
+    assert listed_too.exit_code == 0, listed_too.output
+    assert listed_too.output == listed.output
 
 
 @pytest.mark.parametrize(
@@ -54,6 +58,7 @@ def test_enqueue_prints_the_job_id_and_status_and_jobs_lists_it(cli: CliRunner) 
             "64 KB",
         ),
         (["jobs", "--status", "sleeping"], "--status must be one of"),
+        (["jobs", "list", "--status", "sleeping"], "--status must be one of"),
         (["worker", "--app", "no_colon_here"], "--app must look like 'package.module:app'"),
         (["worker", "--app", "not_a_module_xyz:app"], "cannot import module 'not_a_module_xyz'"),
         (["worker", "--app", "tests.acceptance.apps:nothing"], "has no attribute 'nothing'"),

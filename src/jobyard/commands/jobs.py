@@ -1,4 +1,4 @@
-"""`jobyard jobs` (list), `jobyard jobs show ID`, `jobyard jobs cancel ID`.
+"""`jobyard jobs` (or `jobyard jobs list`), `jobyard jobs show ID`, `jobyard jobs cancel ID`.
 
 `jobs_app` is the group other modules add subcommands to (`@jobs_app.command("why")`); the
 CLI imports them before it runs, so they appear under `jobyard jobs`.
@@ -6,6 +6,7 @@ CLI imports them before it runs, so they appear under `jobyard jobs`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -40,20 +41,46 @@ JobIdArg = Annotated[int, typer.Argument(min=1, help="The job id (as `jobyard jo
 SHOWN_LOGS = 200
 
 
+StatusOpt = Annotated[str | None, typer.Option("--status", "-s", help="e.g. queued, failed.")]
+QueueOpt = Annotated[str | None, typer.Option("--queue", "-q", help="Queue name.")]
+LimitOpt = Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)]
+
+
 @jobs_app.callback()
-def jobs_list(
+def jobs_group(
     ctx: typer.Context,
-    status: Annotated[
-        str | None, typer.Option("--status", "-s", help="e.g. queued, failed.")
-    ] = None,
-    queue: Annotated[str | None, typer.Option("--queue", "-q", help="Queue name.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000)] = 20,
+    status: StatusOpt = None,
+    queue: QueueOpt = None,
+    limit: LimitOpt = 20,
     project: ProjectOpt = None,
     data_dir: DataDir = None,
 ) -> None:
     """List the newest jobs (id, queue, handler, status, attempt, run_at, last_error)."""
-    if ctx.invoked_subcommand is not None:
-        return
+    if ctx.invoked_subcommand is None:
+        _list_jobs(status, queue, limit, project, data_dir)
+
+
+# `jobyard jobs list` as well as `jobyard jobs`: queues and dlq list that way, and a user who
+# typed `jobs list` got "No such command 'list'".
+@jobs_app.command("list")
+def jobs_list(
+    status: StatusOpt = None,
+    queue: QueueOpt = None,
+    limit: LimitOpt = 20,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """List the newest jobs (id, queue, handler, status, attempt, run_at, last_error)."""
+    _list_jobs(status, queue, limit, project, data_dir)
+
+
+def _list_jobs(
+    status: str | None,
+    queue: str | None,
+    limit: int,
+    project: str | None,
+    data_dir: Path | None,
+) -> None:
     settings = load_settings(data_dir=data_dir)
     url = open_database(settings).url
     with clear_errors():
