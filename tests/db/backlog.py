@@ -17,20 +17,28 @@ T = TypeVar("T")
 
 @contextlib.contextmanager
 def clone_with_backlog(
-    admin_url: str, template: str, n: int
+    admin_url: str, template: str, n: int, *, counters_published: bool = True
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """A fresh clone with autovacuum off on the ready partitions (nothing repairs them under the
-    test), one queue and worker (`queue_and_worker`) and `n` queued jobs; its URL and the ids."""
+    test), one queue and worker (`queue_and_worker`) and `n` queued jobs; its URL and the ids.
+
+    The inserting backend publishes its change counters at its next chance. With
+    `counters_published=False` it publishes just before the insert instead, so the backlog's
+    counters wait for its next report: a second away at the least (ten if it stays idle)."""
     url = testing.create_clone(admin_url, template)
     try:
         with connect_sync(url, autocommit=True) as conn:
             for part in ("job_ready_0", "job_ready_1", "job_ready_2"):
                 conn.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
             ids = asyncio.run(queue_and_worker(url))
+            if not counters_published:
+                conn.execute("SELECT pg_stat_force_next_flush()")
+                conn.execute("SELECT 1")  # the report that the flag forces, at this idle point
             queue_backlog(conn, ids["queue_id"], n)
-            # The statistics counters are flushed by the inserting backend at its next chance.
-            conn.execute("SELECT pg_stat_force_next_flush()")
-        yield url, ids
+            if counters_published:
+                conn.execute("SELECT pg_stat_force_next_flush()")
+            # Yielded with this backend still connected: one that exits publishes its counters.
+            yield url, ids
     finally:
         testing.drop_database(admin_url, url)
 

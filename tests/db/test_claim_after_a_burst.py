@@ -11,23 +11,15 @@ once. Autovacuum is off here, so nothing else repairs the statistics under the t
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from jobyard.core import claim
-from jobyard.db import testing
 from jobyard.db.pool import SyncConn, connect_sync
 from jobyard.db.queries import sql
-from tests.db.backlog import (
-    call,
-    claim_params,
-    clone_with_backlog,
-    queue_and_worker,
-    queue_backlog,
-)
+from tests.db.backlog import call, claim_params, clone_with_backlog
 
 pytestmark = pytest.mark.xdist_group("explain")
 
@@ -104,24 +96,14 @@ def test_a_burst_is_analyzed_before_its_writer_publishes_its_counters(
     goes idle), so a worker started right after a bulk enqueue used to claim on the statistics
     from before it. The partition's size is seen at once (migration 0024)."""
     burst = 3_000  # above the 2,000-row threshold, and quick enough to commit within a second
-    url = testing.create_clone(pg_admin_url, pg_template)
-    try:
-        with connect_sync(url, autocommit=True) as writer:
-            for part in ("job_ready_0", "job_ready_1", "job_ready_2"):
-                writer.execute(f"ALTER TABLE {part} SET (autovacuum_enabled = false)")
-            ids = asyncio.run(queue_and_worker(url))
-            # Publish now: the burst's counters then wait for this backend's next report.
-            writer.execute("SELECT pg_stat_force_next_flush()")
-            writer.execute("SELECT 1")
-            queue_backlog(writer, ids["queue_id"], burst)
-            with connect_sync(url, autocommit=True) as reader:
-                published = _count(
-                    reader,
-                    "SELECT coalesce(sum(n_mod_since_analyze), 0) AS n FROM pg_stat_user_tables"
-                    " WHERE relname LIKE 'job_ready_%'",
-                )
-            assert published < 2_000, "the burst's counters were published already"
-            assert _refresh(url) == 1
-            assert _left_for_another_worker(url, ids, generic=False) == burst - TAKE
-    finally:
-        testing.drop_database(pg_admin_url, url)
+    with clone_with_backlog(pg_admin_url, pg_template, burst, counters_published=False) as made:
+        url, ids = made
+        with connect_sync(url, autocommit=True) as reader:
+            published = _count(
+                reader,
+                "SELECT coalesce(sum(n_mod_since_analyze), 0) AS n FROM pg_stat_user_tables"
+                " WHERE relname LIKE 'job_ready_%'",
+            )
+        assert published < 2_000, "the burst's counters were published already"
+        assert _refresh(url) == 1
+        assert _left_for_another_worker(url, ids, generic=False) == burst - TAKE
