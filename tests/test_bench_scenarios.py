@@ -179,6 +179,28 @@ def _outputs(markdown: Path, name: str) -> tuple[dict[str, Any], str]:
     return data, block
 
 
+DOCS_BENCH = Path(__file__).resolve().parent.parent / "docs" / "bench"
+
+
+@pytest.mark.parametrize(
+    ("run", "saturated"),
+    [
+        # 11,851 jobs/s offered: the baseline kept a median backlog of ~13,700 jobs.
+        ("pressure-fraction-amd-0024", True),
+        # 7,867 jobs/s on the Intel host: loaded (p50 23 ms) but no backlog (median ~190 jobs).
+        ("pressure-fraction-intel", False),
+        ("pressure-xid-amd", False),
+    ],
+)
+def test_a_saturated_baseline_is_named_in_the_report(run: str, saturated: bool) -> None:
+    """Redrawn from committed runs: a baseline whose backlog exceeds a second of the offered
+    rate is at the host's capacity, and the report says the hold cannot be judged apart from
+    that."""
+    loaded = timeline.result_from_json(json.loads((DOCS_BENCH / f"{run}.json").read_text()))
+    block = timeline_report.render_block(loaded, run, f"bench/{run}.png", f"bench/{run}.json")
+    assert ("**The baseline was saturated**" in block) is saturated
+
+
 def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
     pg_admin_url: str, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
@@ -241,6 +242,7 @@ def _phase_table(result: TimelineResult) -> list[str]:
             f"{_mb(sum(p.bytes_at_end.values()))} |"
         )
     lines.append("")
+    lines += _saturation_note(result)
     if result.config.scenario == "pressure" and len(result.phases) == 3:
         _, hold, recovery = result.phases
         back = (
@@ -273,6 +275,30 @@ def _phase_table(result: TimelineResult) -> list[str]:
         )
         lines += ["Targets (issue 15, point 1): " + "; ".join(checks) + ".", ""]
     return lines
+
+
+def _saturation_note(result: TimelineResult) -> list[str]:
+    """Say so when the first phase (the baseline, or a steady run) kept a backlog of more than a
+    second of the offered rate: the rate is then at or past the host's capacity, and what a
+    pressure run's hold adds cannot be told apart from the overload (docs/BENCHMARKS.md, the
+    80 % cell after migration 0024)."""
+    if result.rate is None or not result.phases:
+        return []
+    first = result.phases[0]
+    backlogs = [w.backlog for w in result.windows if w.phase == first.name]
+    if not backlogs or statistics.median(backlogs) <= result.rate:
+        return []
+    return [
+        f"**The {first.name} was saturated**: its windows kept a median backlog of "
+        f"{statistics.median(backlogs):,.0f} jobs, more than a second of the offered rate "
+        f"(pickup p50 {_ms(first.p50_ms)}). The offered rate is at or past this host's capacity"
+        + (
+            ", so the hold's figures measure the overload as well as the held horizon."
+            if result.config.scenario == "pressure"
+            else "."
+        ),
+        "",
+    ]
 
 
 def _quarter_table(result: TimelineResult) -> list[str]:
