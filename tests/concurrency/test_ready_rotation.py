@@ -31,8 +31,14 @@ CLAIM_RACE = pytest.mark.xdist_group("claim-race")
 HOLDS_AN_XID = pytest.mark.xdist_group("horizon")
 
 PARTITIONS = ("job_ready_0", "job_ready_1", "job_ready_2")
-# Three and a half periods of job_ready_slot (two seconds each): every partition is current once.
+# Three and a half stints of the ring (two seconds at least each): every partition is current
+# once.
 CHURN_S = 7.0
+# Make the partition after the current one current (what a rotation does once it is empty).
+NEXT_PARTITION = (
+    "SELECT setval('job_ready_ring', last_value - last_value % 3 + (last_value + 1) % 3)"
+    " FROM job_ready_ring"
+)
 
 
 def _ref(queue: dict[str, Any]) -> QueueRef:
@@ -267,13 +273,14 @@ async def test_no_job_is_lost_or_claimed_twice_across_rotations(
     can and another session holds an XID."""
     queue = await make_queue(conn, name="race")
     jobs = 6000
-    # Enqueued over several two-second periods until every partition holds rows: whichever
-    # partition is next when the race starts has rows to move and truncate, so rotations happen
-    # however fast the claimers drain (all at once, a fast host finished before one was due).
+    # A third in each partition (the ring moved on by hand): whichever partition is next when
+    # the race starts has rows to move and truncate, so rotations happen however fast the
+    # claimers drain (all at once, a fast host finished before one was due).
     all_ids: set[int] = set()
-    while len(all_ids) < jobs or await _slots_filled(conn) < 3:
-        all_ids |= set(await _enqueue(conn, queue, 500))
-        await asyncio.sleep(0.5)
+    for _ in PARTITIONS:
+        all_ids |= set(await _enqueue(conn, queue, jobs // 3))
+        await conn.execute(NEXT_PARTITION)
+    assert await _slots_filled(conn) == 3
     gate = await connect(db_url, autocommit=True)
     holder = await connect(db_url)
     rotator = await connect(db_url, autocommit=True)
@@ -355,3 +362,97 @@ async def test_a_claim_removes_its_ready_rows_by_key_not_by_scanning_a_backlog(
     assert after["n"] == before["n"]
     left = await (await conn.execute("SELECT count(*) AS n FROM job_ready")).fetchone()
     assert left == {"n": 19_700}
+
+
+async def _ring(conn: Conn) -> int:
+    row = await (
+        await conn.execute("SELECT (last_value % 3)::int AS slot FROM job_ready_ring")
+    ).fetchone()
+    assert row is not None
+    return int(row["slot"])
+
+
+async def _claim_and_complete(conn: Conn, queue: QueueRef, worker: WorkerId, n: int) -> None:
+    while n > 0:
+        got = await claim.claim_batch(conn, queue, worker, min(n, 500), lease_s=30, start=True)
+        assert got
+        await transitions.complete_many(conn, got)
+        n -= len(got)
+
+
+@HOLDS_AN_XID
+async def test_a_backlog_partition_is_not_written_to_and_is_truncated_once_drained(
+    db_url: str, conn: Conn
+) -> None:
+    # Migration 0025. With the clock choosing the partition, one that held a backlog became
+    # current again every six seconds whatever it held, so under a backlog none was ever
+    # truncated and, with the horizon held, the dead rows of every claim stayed. The ring waits:
+    # the crowded partition gets no new rows, is drained, and is truncated, snapshot or not.
+    queue = await make_queue(conn)
+    worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
+    ref = _ref(queue)
+    backlog_slot = await _ring(conn)
+    backlog = await _enqueue(conn, queue, 5000)
+    # The backlog's partition is the one due next; the stint began long ago (only the slot moved).
+    for _ in range(2):
+        await conn.execute(NEXT_PARTITION)
+    current = await _ring(conn)
+    assert (current + 1) % 3 == backlog_slot
+    holder = await connect(db_url)  # not autocommit: its transaction stays open
+    try:
+        await holder.execute("SELECT txid_current()")
+        await _claim_and_complete(conn, ref, worker, 2500)
+        assert await claim.rotate_ready(conn) == "crowded"
+        # The ring stays: new jobs go to the current partition, not to the crowded one.
+        assert await _ring(conn) == current
+        later = await _enqueue(conn, queue, 10)
+        rows = await (
+            await conn.execute(
+                "SELECT DISTINCT slot FROM job_ready WHERE job_id = ANY (%s)", (later,)
+            )
+        ).fetchall()
+        assert [r["slot"] for r in rows] == [current]
+        # Drained below the cap: its last live rows move, it is truncated, and it is next.
+        await _claim_and_complete(conn, ref, worker, 1000)
+        assert await claim.rotate_ready(conn) == "rotated"
+        size = await (
+            await conn.execute(
+                "SELECT pg_relation_size(%s::regclass) AS n", (f"job_ready_{backlog_slot}",)
+            )
+        ).fetchone()
+        assert size == {"n": 0}
+        assert await _ring(conn) == backlog_slot
+        left = await (await conn.execute("SELECT job_id FROM job_ready")).fetchall()
+        assert {r["job_id"] for r in left} == set(backlog[3500:]) | set(later)
+    finally:
+        await holder.rollback()
+        await holder.close()
+
+
+@CLAIM_RACE
+async def test_a_partition_the_statistics_call_crowded_is_not_scanned(conn: Conn) -> None:
+    # Migration 0025: the live-row count walks a drained partition's dead rows before its live
+    # ones; while the counters say it holds ten times the cap, it is not read at all.
+    queue = await make_queue(conn)
+    target = await _ring(conn)
+    for size in (10_000, 10_000, 1):
+        await _enqueue(conn, queue, size)
+    for _ in range(2):
+        await conn.execute(NEXT_PARTITION)
+    assert (await _ring(conn) + 1) % 3 == target
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+    await conn.execute("SELECT 1")  # the counters are published at the end of a transaction
+    rotator = await connect(conn.info.dsn)
+    scans = (
+        "SELECT seq_scan + coalesce(idx_scan, 0) AS n FROM pg_stat_xact_user_tables"
+        " WHERE relname = %s"
+    )
+    try:
+        before = await (await rotator.execute(scans, (f"job_ready_{target}",))).fetchone()
+        row = await (await rotator.execute("SELECT job_ready_rotate() AS outcome")).fetchone()
+        after = await (await rotator.execute(scans, (f"job_ready_{target}",))).fetchone()
+        await rotator.rollback()
+        assert row == {"outcome": "crowded"}
+        assert after == before, (before, after)
+    finally:
+        await rotator.close()

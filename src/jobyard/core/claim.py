@@ -169,7 +169,7 @@ ROTATE_WAIT_MS = 20
 # A session whose transaction has held the partition longer than this (a REPEATABLE READ reader)
 # is not waited for at all: the rotation says 'locked' without queueing (migration 0017).
 ROTATE_HELD_MS = 1000
-# How often a process tries to rotate: twice per period of job_ready_slot (two seconds), so each
+# How often a process tries to rotate: twice per stint of the ring (two seconds at least), so each
 # partition is emptied once before it becomes current again.
 ROTATE_EVERY_S = 1.0
 # A ready partition is analyzed once this many rows (and a tenth of it) changed since its last
