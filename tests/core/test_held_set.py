@@ -196,9 +196,7 @@ async def test_the_rotation_moves_held_rows_and_drops_the_rows_of_jobs_no_longer
     # A row that no transition will delete: a job that is not held.
     (stale,) = await claim.claim_batch(conn, queue, worker, 1, lease_s=30, start=True)
     await transitions.complete_many(conn, [stale])
-    await conn.execute(
-        "INSERT INTO job_held VALUES (0, %s, %s)", (stale.id, queue.id)
-    )
+    await conn.execute("INSERT INTO job_held VALUES (0, %s, %s)", (stale.id, queue.id))
     assert await _room(conn, queue) == 6
     outcomes: Counter[str] = Counter()
     deadline = time.monotonic() + CHURN_S

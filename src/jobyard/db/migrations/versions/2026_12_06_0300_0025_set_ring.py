@@ -61,7 +61,9 @@ def _function(module: str, name: str, text: str | None = None) -> str:
     return source[start:end].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
 
 
-_CLOCK_COMMENT = "-- clock_timestamp: a statement that ran long still writes to the period it ends in."
+_CLOCK_COMMENT = (
+    "-- clock_timestamp: a statement that ran long still writes to the period it ends in."
+)
 _READY_CLOCK = "    " + _CLOCK_COMMENT + "\n    slot := job_ready_slot(clock_timestamp());"
 _READY_RING = """    -- The ring's current partition (migration 0025): read without MVCC, so always the newest.
     SELECT (last_value % 3)::smallint INTO slot FROM job_ready_ring;"""
