@@ -184,10 +184,12 @@ REFRESH_MIN_INTERVAL_S = 10.0
 async def rotate_ready(
     conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS, held_ms: int = ROTATE_HELD_MS
 ) -> str:
-    """Empty the job_ready partition that becomes current next (migration 0012).
+    """Empty the job_ready partition due next (migration 0012), and make it current once it is
+    empty and the current one has been for two seconds (the ring, migration 0025).
 
     Returns 'clean' (nothing to free), 'crowded' (a backlog: more than 2,000 live rows would
-    be copied under the lock, so the partition waits until claims drain it; migration 0015),
+    be copied under the lock, so the partition waits until claims drain it, migration 0015, and
+    gets no new rows meanwhile),
     'busy' (another session rotates), 'locked' (a session holds the partition: a transaction
     older than held_ms, or one that kept it past wait_ms; tried again on the next call) or
     'rotated'. Cheap when there is nothing to do, so every worker and the
