@@ -200,3 +200,39 @@ async def test_positioned_claim_does_not_walk_the_dead_prefix(db_url: str, conn:
     finally:
         await reader.rollback()
         await reader.close()
+
+
+async def test_a_positioned_claim_over_an_analyzed_backlog_locks_only_what_it_takes(
+    db_url: str, conn: Conn
+) -> None:
+    # The planner estimates a row comparison from its first column alone. With the backlog at
+    # one priority, `(-priority, ...) > (0, ...)` read as "-priority > 0": no row, so it sorted
+    # the whole partition and the lock filter below the sort locked every queued job, for
+    # each positioned claim (400 ms a claim over 200,000 jobs in a burndown). `>=` reads as
+    # "every row", and the scan follows job_ready_after_idx under the LIMIT.
+    queue = await make_queue(conn)
+    worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
+    ref = _ref(queue)
+    await _enqueue(conn, queue, 5000)
+    await conn.execute("ANALYZE job_ready")
+    first = await claim.claim(conn, ref, worker, 100, lease_s=30, start=True)
+    assert first.position is not None
+    claimer = await connect(db_url)  # not autocommit: its locks stay until the rollback
+    other = await connect(db_url, autocommit=True)
+    try:
+        got = await claim.claim(
+            claimer, ref, worker, 100, lease_s=30, start=True, after=first.position.lowered(0.25)
+        )
+        assert len(got.jobs) == 100
+        free = await (
+            await other.execute(
+                "SELECT count(*) AS n FROM (SELECT 1 FROM jobs WHERE queue_id = %s"
+                " AND status = 'queued' FOR UPDATE SKIP LOCKED) l",
+                (queue["id"],),
+            )
+        ).fetchone()
+        assert free == {"n": 5000 - 200}
+    finally:
+        await claimer.rollback()
+        await claimer.close()
+        await other.close()

@@ -286,9 +286,13 @@ WITH queue AS MATERIALIZED (
     FROM job_ready r
     WHERE r.queue_id = %(queue_id)s
       -- One row comparison in the order of job_ready_after_idx (all ascending): the scan
-      -- starts at the position instead of walking the dead entries before it.
+      -- starts at the position instead of walking the dead entries before it. `>=`, not `>`:
+      -- the planner estimates a row comparison from its first column, and over a backlog of
+      -- one priority "-priority > p" matched no row, so it sorted the whole partition and the
+      -- lock filter below the sort locked every queued job. The position's own job is no
+      -- longer queued (or is fine to take again).
       AND (- r.priority, r.run_at, r.job_id)
-          > (%(after_npriority)s::integer, %(after_run_at)s::timestamptz,
+          >= (%(after_npriority)s::integer, %(after_run_at)s::timestamptz,
              %(after_job_id)s::bigint)
       AND NOT r.suspect
       AND EXISTS (SELECT 1 FROM queue)
