@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql as pgsql
 from psycopg.types.json import Jsonb
 
 from jobyard.db import migrate
@@ -30,6 +31,50 @@ async def test_payload_over_64kb_is_rejected_by_the_database(conn: Conn) -> None
     # Just under the cap is fine.
     fits = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
     await make_job(conn, queue=queue, payload=fits)
+
+
+# Every single-column limit of `jobs`: a domain since migration 0026, named as its table CHECK
+# was (db/errors.py maps some of the names to fields). A domain is checked only where a statement
+# assigns its column, so each is exercised by an UPDATE of that column alone.
+_BIG_JSON = {"blob": "x" * MAX_PAYLOAD_BYTES}
+_FITTING_JSON = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
+
+
+@pytest.mark.parametrize(
+    ("column", "fits", "breaks", "constraint"),
+    [
+        ("attempt", 0, -1, "job_counter_check"),
+        ("execution_seq", 0, -1, "job_counter_check"),
+        ("lease_lost_count", 0, -1, "job_counter_check"),
+        ("solo_deaths", 0, -1, "job_counter_check"),
+        ("handler", "h" * 200, "h" * 201, "jobs_handler_check"),
+        ("handler", "h", "", "jobs_handler_check"),
+        ("idempotency_key", "k" * 200, "", "jobs_idempotency_key_check"),
+        ("cancel_reason", "c" * 1000, "c" * 1001, "jobs_cancel_reason_check"),
+        ("last_error", "e" * 8000, "e" * 8001, "jobs_last_error_check"),
+        ("max_attempts", 100, 101, "jobs_max_attempts_check"),
+        ("max_attempts", 1, 0, "jobs_max_attempts_check"),
+        ("priority", -1000, -1001, "jobs_priority_check"),
+        ("priority", 1000, 1001, "jobs_priority_check"),
+        ("progress", 1.0, 1.5, "jobs_progress_range"),
+        ("progress", 0.0, -0.1, "jobs_progress_range"),
+        ("progress_message", "m" * 500, "m" * 501, "jobs_progress_message_length"),
+        ("retry_override", Jsonb({}), Jsonb([]), "jobs_retry_override_check"),
+        ("timeout_ms", 86_400_000, 86_400_001, "jobs_timeout_ms_check"),
+        ("timeout_ms", 1, 0, "jobs_timeout_ms_check"),
+        ("payload", Jsonb(_FITTING_JSON), Jsonb(_BIG_JSON), "jobs_payload_size"),
+        ("result", Jsonb(_FITTING_JSON), Jsonb(_BIG_JSON), "jobs_result_size"),
+    ],
+)
+async def test_each_column_limit_of_a_job_is_enforced_on_update(
+    conn: Conn, column: str, fits: Any, breaks: Any, constraint: str
+) -> None:
+    job = await make_job(conn, queue=await make_queue(conn))
+    update = pgsql.SQL("UPDATE jobs SET {} = %s WHERE id = %s").format(pgsql.Identifier(column))
+    with pytest.raises(psycopg.errors.CheckViolation) as caught:
+        await conn.execute(update, (breaks, job["id"]))
+    assert caught.value.diag.constraint_name == constraint
+    await conn.execute(update, (fits, job["id"]))
 
 
 async def test_deleting_a_worker_nulls_job_references_and_keeps_executions(conn: Conn) -> None:
