@@ -2,7 +2,10 @@
 -- Failing jobs (failed, dead-lettered, or scheduled again after an error) grouped by error fingerprint across queues: count, first and last seen, handlers and queues touched, the newest sample.
 -- explain: {"fingerprint": null, "limit": 100}
 WITH failing AS (
-    SELECT j.id, j.error_fingerprint, j.handler, j.queue_id, j.status, j.last_error,
+    -- handler as text: an array of a domain (job_handler[], migration 0026) reaches the client
+    -- as a string, since drivers know the base types' arrays only.
+    SELECT j.id, j.error_fingerprint, j.handler::text AS handler, j.queue_id, j.status,
+           j.last_error,
            coalesce(j.finished_at, j.updated_at) AS seen_at
     FROM jobs j
     WHERE j.project_id = %(project_id)s AND j.error_fingerprint IS NOT NULL
