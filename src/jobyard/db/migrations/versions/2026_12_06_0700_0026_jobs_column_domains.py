@@ -130,9 +130,7 @@ def _ready_sync() -> str:
 
 
 def upgrade() -> None:
-    op.execute(
-        "\n".join(f"CREATE DOMAIN {limit.domain} AS {limit.base};" for limit in _LIMITS)
-    )
+    op.execute("\n".join(f"CREATE DOMAIN {limit.domain} AS {limit.base};" for limit in _LIMITS))
     drops = [f"DROP CONSTRAINT {name}" for name in _TABLE_CHECKS]
     # Unconstrained domains over the same type: no rewrite, no scan.
     types = [f"ALTER COLUMN {c} TYPE {limit.domain}" for limit in _LIMITS for c in limit.columns]
