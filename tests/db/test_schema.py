@@ -33,9 +33,10 @@ async def test_payload_over_64kb_is_rejected_by_the_database(conn: Conn) -> None
     await make_job(conn, queue=queue, payload=fits)
 
 
-# Every single-column limit of `jobs`: a domain since migration 0026, named as its table CHECK
-# was (db/errors.py maps some of the names to fields). A domain is checked only where a statement
-# assigns its column, so each is exercised by an UPDATE of that column alone.
+# Every single-column limit of `jobs`: a domain since migration 0026 (idempotency_key's is still
+# a table CHECK), named as its table CHECK was (db/errors.py maps some of the names to fields). A
+# domain is checked only where a statement assigns its column, so each is exercised by an UPDATE
+# of that column alone.
 _BIG_JSON = {"blob": "x" * MAX_PAYLOAD_BYTES}
 _FITTING_JSON = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
 
@@ -75,6 +76,27 @@ async def test_each_column_limit_of_a_job_is_enforced_on_update(
         await conn.execute(update, (breaks, job["id"]))
     assert caught.value.diag.constraint_name == constraint
     await conn.execute(update, (fits, job["id"]))
+
+
+async def test_the_upgrade_to_domains_rewrites_no_table_and_keeps_the_rows(
+    conn: Conn, db_url: str
+) -> None:
+    """Migration 0026 changes 15 columns of `jobs` to domains without rewriting the table or
+    its indexes (a domain with a constraint would force a rewrite under ACCESS EXCLUSIVE)."""
+    migrate.downgrade(db_url, "0025")
+    queue = await make_queue(conn)
+    jobs = [await make_job(conn, queue=queue, priority=p) for p in (-1000, 0, 1000)]
+    files = """SELECT c.relname, pg_relation_filenode(c.oid) AS node FROM pg_class c
+               WHERE c.oid = 'jobs'::regclass
+                  OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = 'jobs'::regclass)
+               ORDER BY 1"""
+    before = await (await conn.execute(files)).fetchall()
+    migrate.upgrade(db_url)
+    assert await (await conn.execute(files)).fetchall() == before
+    kept = await (await conn.execute("SELECT id, priority FROM jobs ORDER BY id")).fetchall()
+    assert kept == [{"id": j["id"], "priority": j["priority"]} for j in jobs]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        await make_job(conn, queue=queue, priority=1001)
 
 
 async def test_deleting_a_worker_nulls_job_references_and_keeps_executions(conn: Conn) -> None:

@@ -31,8 +31,6 @@ CREATE DOMAIN public.job_error AS text;
 
 CREATE DOMAIN public.job_handler AS text;
 
-CREATE DOMAIN public.job_idempotency_key AS text;
-
 CREATE DOMAIN public.job_max_attempts AS integer;
 
 CREATE DOMAIN public.job_payload AS jsonb;
@@ -998,7 +996,7 @@ CREATE TABLE public.jobs (
     retry_policy_id bigint,
     retry_override public.job_retry_override,
     timeout_ms public.job_timeout_ms,
-    idempotency_key public.job_idempotency_key,
+    idempotency_key text,
     batch_id bigint,
     schedule_id bigint,
     worker_id bigint,
@@ -1019,6 +1017,7 @@ CREATE TABLE public.jobs (
     progress_at timestamp with time zone,
     cancel_reason public.job_cancel_reason,
     CONSTRAINT jobs_finished_iff_terminal CHECK (((status = ANY (ARRAY['done'::public.job_status, 'dead_letter'::public.job_status, 'cancelled'::public.job_status])) = (finished_at IS NOT NULL))),
+    CONSTRAINT jobs_idempotency_key_check CHECK (((idempotency_key IS NULL) OR ((length(idempotency_key) >= 1) AND (length(idempotency_key) <= 200)))),
     CONSTRAINT jobs_lease_iff_held CHECK (((status = ANY (ARRAY['claimed'::public.job_status, 'running'::public.job_status])) = (lock_expires_at IS NOT NULL)))
 );
 
@@ -1628,9 +1627,6 @@ ALTER DOMAIN public.job_cancel_reason
 
 ALTER DOMAIN public.job_handler
     ADD CONSTRAINT jobs_handler_check CHECK (((length(VALUE) >= 1) AND (length(VALUE) <= 200))) NOT VALID;
-
-ALTER DOMAIN public.job_idempotency_key
-    ADD CONSTRAINT jobs_idempotency_key_check CHECK (((length(VALUE) >= 1) AND (length(VALUE) <= 200))) NOT VALID;
 
 ALTER DOMAIN public.job_error
     ADD CONSTRAINT jobs_last_error_check CHECK ((length(VALUE) <= 8000)) NOT VALID;

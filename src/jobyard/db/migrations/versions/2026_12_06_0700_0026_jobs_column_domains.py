@@ -8,16 +8,19 @@ without them (docs/BENCHMARKS.md, "The checks' fixed cost"). A single enqueue is
 statement, and so is every claim, start, completion and heartbeat at a small batch.
 
 A domain keeps its constraint planned in the type cache of each session, and a statement checks
-a domain only where it assigns a value to a column of that type. So the 16 limits that read one
-column move to domains, under the same constraint names (db/errors.py maps them to fields);
-the two that relate columns (`jobs_finished_iff_terminal`, `jobs_lease_iff_held`) stay table
-CHECKs. Same loop: 66 µs.
+a domain only where it assigns a value to a column of that type. So 15 of the limits that read
+one column move to domains, under the same constraint names (db/errors.py maps them to fields).
+Three stay table CHECKs: the two that relate columns (`jobs_finished_iff_terminal`,
+`jobs_lease_iff_held`; a domain sees one value), and `jobs_idempotency_key_check`, because the
+partial unique index `jobs_idempotency_key` names that column in its predicate, and changing the
+column's type would rebuild the index (a scan of `jobs` under ACCESS EXCLUSIVE). Same loop: 66 µs.
 
-Upgrading does not rewrite `jobs`: a column changes to a domain without constraints in place
-(binary compatible), and the constraints are then added NOT VALID. Every existing row passed the
-identical table CHECKs that this migration drops in the same transaction, and every new value is
-checked (NOT VALID skips only the scan of existing rows). Validating would scan `jobs` once per
-domain; `ALTER DOMAIN ... VALIDATE CONSTRAINT` can do it later, online, if wanted.
+Upgrading rewrites neither `jobs` nor its indexes: a column changes to a domain without
+constraints in place (binary compatible), and the constraints are then added NOT VALID. Every
+existing row passed the identical table CHECKs that this migration drops in the same
+transaction, and every new value is checked (NOT VALID skips only the scan of existing rows).
+Validating would scan `jobs` once per domain; `ALTER DOMAIN ... VALIDATE CONSTRAINT` can do it
+later, online, if wanted.
 
 Also: `jobs_ready_sync` read the ring's sequence before its branches (migration 0025), so claims
 and completions, which insert no ready row, read it too. The read now sits inside the two
@@ -56,8 +59,6 @@ _LIMITS: Final = (
            ("attempt", "execution_seq", "lease_lost_count", "solo_deaths")),
     _Limit("job_handler", "text", "jobs_handler_check",
            "length(VALUE) >= 1 AND length(VALUE) <= 200", ("handler",)),
-    _Limit("job_idempotency_key", "text", "jobs_idempotency_key_check",
-           "length(VALUE) >= 1 AND length(VALUE) <= 200", ("idempotency_key",)),
     _Limit("job_cancel_reason", "text", "jobs_cancel_reason_check", "length(VALUE) <= 1000",
            ("cancel_reason",)),
     _Limit("job_error", "text", "jobs_last_error_check", "length(VALUE) <= 8000", ("last_error",)),
@@ -86,10 +87,6 @@ _TABLE_CHECKS: Final = {
     "jobs_lease_lost_count_check": "lease_lost_count >= 0",
     "jobs_solo_deaths_check": "solo_deaths >= 0",
     "jobs_handler_check": "length(handler) >= 1 AND length(handler) <= 200",
-    "jobs_idempotency_key_check": (
-        "idempotency_key IS NULL OR (length(idempotency_key) >= 1 "
-        "AND length(idempotency_key) <= 200)"
-    ),
     "jobs_cancel_reason_check": "cancel_reason IS NULL OR length(cancel_reason) <= 1000",
     "jobs_last_error_check": "last_error IS NULL OR length(last_error) <= 8000",
     "jobs_max_attempts_check": "max_attempts >= 1 AND max_attempts <= 100",
