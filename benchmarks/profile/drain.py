@@ -9,7 +9,8 @@ shared_preload_libraries = pg_stat_statements), clones the migrated template, qu
 no-op jobs by jobyard's batch insert, starts `--processes` real `jobyard worker --concurrency 100`
 processes (the drains' setting), records worker 0 with `py-spy record --format raw` for the whole
 drain, and prints markdown: the drain's rate, the top statements by total execution time, the
-wait events, and the worker's hottest functions (self and inclusive samples). py-spy is a pinned
+wait events, and the worker's hottest functions (self and inclusive samples); with the WAL the
+drain wrote, per job, in all and by statement (bytes and full-page images). py-spy is a pinned
 dev dependency; it needs ptrace rights (root, or kernel.yama.ptrace_scope = 0).
 """
 
@@ -73,6 +74,7 @@ async def prefill(
         if vacuum:
             await conn.execute("VACUUM ANALYZE jobs")
         await conn.execute("SELECT pg_stat_statements_reset()")
+        await conn.execute("SELECT pg_stat_reset_shared('wal')")
         return int(queue.id)
     finally:
         await conn.close()
@@ -103,13 +105,17 @@ async def watch(url: str, queue_id: int, jobs: int, workers: WorkerProcesses) ->
         assert window is not None
         cur = await conn.execute(
             "SELECT calls, round(total_exec_time::numeric, 1) AS total_ms,"
-            " round(mean_exec_time::numeric, 3) AS mean_ms, rows,"
+            " round(mean_exec_time::numeric, 3) AS mean_ms, rows, wal_bytes, wal_fpi,"
             " regexp_replace(left(query, 90), '\\s+', ' ', 'g') AS query"
             " FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database"
             " WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 12"
         )
         statements = await cur.fetchall()
-        return {"window": dict(window), "waits": waits, "statements": statements}
+        # The whole server's WAL since the prefill (pg_stat_wal was reset with the statements):
+        # what the drain writes, triggers and autovacuum included.
+        cur = await conn.execute("SELECT wal_bytes, wal_fpi FROM pg_stat_wal")
+        wal = await cur.fetchone()
+        return {"window": dict(window), "waits": waits, "statements": statements, "wal": wal}
     finally:
         await conn.close()
 
@@ -191,10 +197,19 @@ def main() -> None:
         + f": {args.jobs / elapsed:,.0f} "
         f"jobs/s ({elapsed:.1f} s, load average {Path('/proc/loadavg').read_text().split()[0]})\n"
     )
-    print("| calls | total ms | mean ms | rows | statement |\n|---|---|---|---|---|")
+    wal = seen["wal"]
+    print(
+        f"WAL written during the drain: {int(wal['wal_bytes']) / args.jobs:,.0f} bytes and "
+        f"{int(wal['wal_fpi']) / args.jobs:.2f} full-page images per job\n"
+    )
+    print(
+        "| calls | total ms | mean ms | rows | WAL bytes / job | FPI / job | statement |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for s in seen["statements"]:
         print(
             f"| {s['calls']:,} | {s['total_ms']:,} | {s['mean_ms']} | {s['rows']:,} | "
+            f"{int(s['wal_bytes']) / args.jobs:,.0f} | {int(s['wal_fpi']) / args.jobs:.2f} | "
             f"`{s['query']}` |"
         )
     waits: collections.Counter[str] = seen["waits"]
