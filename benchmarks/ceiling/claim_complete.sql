@@ -37,7 +37,7 @@ WITH queue AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM suspect)
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
-    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    ORDER BY - r.priority, r.run_at, r.job_id
     LIMIT :n
 ), claimed AS (
     UPDATE jobs j

@@ -6,9 +6,10 @@ HOST is the bench server's socket directory (`.jobyard/bench-pgdata` of the chec
 the bench). The script waits for the run's `jy_bench_*` database, then every 5 s appends one
 JSON line: the wall clock, `idx_tup_read` and the index buffers (hit + read) of the ready
 partitions' claim indexes (`job_ready_N_claim_idx`) and claim-position indexes
-(`job_ready_N_after_idx`, migration 0014), and the rows inserted into `job_executions` (runs
-finished). Differences between two lines give the entries read per job claimed, which load on
-the host does not blur (docs/BENCHMARKS.md, "Readers cell A/B").
+(`job_ready_N_after_idx`, migrations 0014–0026; from 0027 on both claims read the claim index
+and the `after_*` counts stay 0), and the rows inserted into `job_executions` (runs finished).
+Differences between two lines give the entries read per job claimed, which load on the host
+does not blur (docs/BENCHMARKS.md, "Readers cell A/B").
 
 A session's counters reach these views when it is idle after a transaction, so the readers'
 own index-only counts arrive all at once when their transactions end: compare lines taken

@@ -87,7 +87,7 @@ async def test_positioned_claims_take_every_job_once_with_stragglers_behind_a_re
                 nxt = await (
                     await conn.execute(
                         "SELECT job_id FROM job_ready WHERE queue_id = %s"
-                        " ORDER BY priority DESC, run_at, job_id LIMIT 1",
+                        " ORDER BY - priority, run_at, job_id LIMIT 1",
                         (queue["id"],),
                     )
                 ).fetchone()
@@ -209,7 +209,7 @@ async def test_a_positioned_claim_over_an_analyzed_backlog_locks_only_what_it_ta
     # one priority, `(-priority, ...) > (0, ...)` read as "-priority > 0": no row, so it sorted
     # the whole partition and the lock filter below the sort locked every queued job, for
     # each positioned claim (400 ms a claim over 200,000 jobs in a burndown). `>=` reads as
-    # "every row", and the scan follows job_ready_after_idx under the LIMIT.
+    # "every row", and the scan follows job_ready_claim_idx under the LIMIT.
     queue = await make_queue(conn)
     worker = WorkerId((await make_worker(conn, project_id=queue["project_id"]))["id"])
     ref = _ref(queue)

@@ -271,6 +271,26 @@ async def test_claim_plan_uses_the_partial_index_with_no_sort(conn: Conn) -> Non
     ), kinds
 
 
+async def test_each_ready_partition_keeps_one_index_in_claim_order(conn: Conn) -> None:
+    """Every job that enters the ready set writes an entry into each of its partition's indexes:
+    one in claim order serves both claims (migration 0027), one by job finds a row to delete,
+    and the suspects' index is partial (nearly always empty)."""
+    cur = await conn.execute(
+        "SELECT c.relname AS partition, i.relname AS index, pg_get_indexdef(i.oid) AS definition"
+        " FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid"
+        " JOIN pg_index x ON x.indrelid = c.oid JOIN pg_class i ON i.oid = x.indexrelid"
+        " WHERE h.inhparent = 'job_ready'::regclass ORDER BY 1, 2"
+    )
+    rows = await cur.fetchall()
+    partitions = sorted({r["partition"] for r in rows})
+    assert partitions == ["job_ready_0", "job_ready_1", "job_ready_2"]
+    for part in partitions:
+        mine = {r["index"]: r["definition"] for r in rows if r["partition"] == part}
+        assert sorted(mine) == [f"{part}_claim_idx", f"{part}_job_idx", f"{part}_suspect_idx"]
+        assert mine[f"{part}_claim_idx"].endswith("(queue_id, ((- priority)), run_at, job_id)")
+        assert mine[f"{part}_suspect_idx"].endswith("WHERE suspect")
+
+
 async def test_claim_changes_at_most_n_rows(conn: Conn) -> None:
     queue = await make_queue(conn)
     worker = await make_worker(conn, project_id=queue["project_id"])

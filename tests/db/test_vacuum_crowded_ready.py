@@ -63,7 +63,7 @@ def _first_row_buffers(url: str, ids: dict[str, Any]) -> int:
     with connect_sync(url, autocommit=True) as conn:
         row = conn.execute(
             "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT job_id FROM job_ready"
-            " WHERE queue_id = %(queue_id)s ORDER BY priority DESC, run_at, job_id LIMIT 1",
+            " WHERE queue_id = %(queue_id)s ORDER BY - priority, run_at, job_id LIMIT 1",
             {"queue_id": ids["queue_id"]},
         ).fetchone()
     assert row is not None

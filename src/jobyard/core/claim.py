@@ -22,7 +22,7 @@ from jobyard.domain.models import ClaimedJob, QueueRef
 
 class ClaimPosition(NamedTuple):
     """A row's place in claim order as one ascending key: (-priority, run_at, job_id), the order
-    of job_ready_after_idx (migration 0014). `priority DESC, run_at, id` is the same order."""
+    of job_ready_claim_idx (migrations 0014, 0027): `priority DESC, run_at, id` ascending."""
 
     npriority: int
     run_at: datetime

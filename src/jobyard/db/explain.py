@@ -169,17 +169,16 @@ CLAIM_CONFIGS: tuple[ClaimConfig, ...] = (
         "Claim index without the id tiebreak",
         (
             "DROP INDEX job_ready_claim_idx",
-            "CREATE INDEX job_ready_claim_noid_idx"
-            " ON job_ready (queue_id, priority DESC NULLS FIRST, run_at)",
+            "CREATE INDEX job_ready_claim_noid_idx ON job_ready (queue_id, (- priority), run_at)",
         ),
     ),
     ClaimConfig(
-        "nulls_last",
-        "Claim index built NULLS LAST (does not match the ORDER BY)",
+        "descending",
+        "Claim index on priority DESC (the same order, but not the ORDER BY's expression)",
         (
             "DROP INDEX job_ready_claim_idx",
-            "CREATE INDEX job_ready_claim_nl_idx ON job_ready"
-            " (queue_id, priority DESC NULLS LAST, run_at, job_id)",
+            "CREATE INDEX job_ready_claim_desc_idx ON job_ready"
+            " (queue_id, priority DESC, run_at, job_id)",
         ),
     ),
     ClaimConfig("dropped", "Claim index dropped", ("DROP INDEX job_ready_claim_idx",)),

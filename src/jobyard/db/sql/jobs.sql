@@ -201,7 +201,9 @@ WITH queue AS MATERIALIZED (
     -- The claimable jobs come from job_ready (migration 0012), not from jobs: its dead rows are
     -- truncated away every few seconds, so a held snapshot cannot make this walk grow. Its
     -- claim index supplies this order, so LIMIT stops after n rows; MATERIALIZED keeps the
-    -- planner from re-running the limited subquery.
+    -- planner from re-running the limited subquery. `- r.priority` ascending is `priority DESC`
+    -- (NOT NULL), written as the index has it: one index serves this claim and the claim past
+    -- a position (migration 0027).
     -- Each candidate's jobs row is locked (SKIP LOCKED) and re-checked by key in a filter on
     -- the ordered scan: a job some session holds (an operator's SELECT ... FOR UPDATE, a cancel
     -- in flight, another claim) is passed over for the next one, never waited for, and only a
@@ -217,7 +219,7 @@ WITH queue AS MATERIALIZED (
       AND NOT EXISTS (SELECT 1 FROM suspect)
       AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.status = 'queued'
                   FOR UPDATE OF j SKIP LOCKED)
-    ORDER BY r.priority DESC NULLS FIRST, r.run_at, r.job_id
+    ORDER BY - r.priority, r.run_at, r.job_id
     LIMIT %(n)s
 ), claimed AS (
     -- Every claim charges an attempt and opens a new execution_seq (identity, never reused).
@@ -255,7 +257,7 @@ WHERE NOT %(solo)s
 -- name: job_claim_batch_after
 -- job_claim_batch past a claim position: only ready rows whose claim key (-priority, run_at,
 -- job_id) is greater than (after_npriority, after_run_at, after_job_id), read from
--- job_ready_after_idx as one index range. A worker uses it only while the rotation is blocked
+-- job_ready_claim_idx as one index range. A worker uses it only while the rotation is blocked
 -- (a reader holds job_ready), so the dead rows of claimed jobs below the position, which nothing
 -- can free then, are not walked by every claim; rows that entered below it (a higher priority,
 -- an earlier run_at, a row skipped while locked) are left to the worker's periodic full claim
@@ -285,7 +287,7 @@ WITH queue AS MATERIALIZED (
     SELECT r.job_id AS id
     FROM job_ready r
     WHERE r.queue_id = %(queue_id)s
-      -- One row comparison in the order of job_ready_after_idx (all ascending): the scan
+      -- One row comparison in the order of job_ready_claim_idx (all ascending): the scan
       -- starts at the position instead of walking the dead entries before it. `>=`, not `>`:
       -- the planner estimates a row comparison from its first column, and over a backlog of
       -- one priority "-priority > p" matched no row, so it sorted the whole partition and the

@@ -52,17 +52,14 @@ ORDER BY p.id
 LIMIT %(limit)s
 
 -- name: why_position
--- Queued jobs claimed before this one (higher priority, or equal priority and earlier run_at, id), counted up to a cap through job_ready_claim_idx (the ready set, migration 0012), and the jobs of the queue finished in the last five minutes (its drain rate).
+-- Queued jobs claimed before this one (higher priority, or equal priority and earlier run_at, id), counted up to a cap as one range of job_ready_claim_idx in the claim's order (-priority, run_at, job_id; migration 0027), and the jobs of the queue finished in the last five minutes (its drain rate).
 -- explain: {"priority": 0, "run_at": null, "cap": 10000}
 SELECT
     (SELECT count(*) FROM (
         SELECT 1 FROM job_ready a
-        WHERE a.queue_id = %(queue_id)s AND a.priority > %(priority)s
-        LIMIT %(cap)s) s)
-  + (SELECT count(*) FROM (
-        SELECT 1 FROM job_ready a
-        WHERE a.queue_id = %(queue_id)s AND a.priority = %(priority)s
-          AND (a.run_at, a.job_id) < (%(run_at)s::timestamptz, %(job_id)s::bigint)
+        WHERE a.queue_id = %(queue_id)s
+          AND (- a.priority, a.run_at, a.job_id)
+              < (- %(priority)s::integer, %(run_at)s::timestamptz, %(job_id)s::bigint)
         LIMIT %(cap)s) s) AS ahead,
     -- jobs_finished_idx bounds this by five minutes of the whole cluster's finishes.
     (SELECT count(*) FROM jobs f
