@@ -1,7 +1,7 @@
-"""A job's parents, its queue (queue_id, project_id) and its batch, are kept by triggers, not
-foreign keys (one check per statement instead of one per row). These prove the database itself
-still refuses a dangling or cross-project reference, cascades or nulls when the parent goes, and
-locks the parent like a key check does."""
+"""A job's parents, its queue (queue_id, project_id), its batch, its retry policy and its
+schedule, are kept by triggers, not foreign keys (one check per statement instead of one per row).
+These prove the database itself still refuses a dangling or cross-project reference, cascades or
+nulls when the parent goes, and locks the parent like a key check does."""
 
 from __future__ import annotations
 
@@ -282,3 +282,167 @@ async def test_deleting_queues_outside_read_committed_is_refused(db_url: str, co
     finally:
         await other.close()
     assert await _count(conn, "jobs") == 1
+
+
+# jobs.retry_policy_id and jobs.schedule_id (migration 0028): the same rules, one test each for
+# both references. A parent row is made for a queue's project (and the queue, for a schedule).
+async def _policy(conn: Conn, queue: dict[str, Any]) -> int:
+    cur = await conn.execute(
+        "INSERT INTO retry_policies (project_id, name) VALUES (%s, gen_random_uuid()::text)"
+        " RETURNING id",
+        (queue["project_id"],),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+async def _schedule(conn: Conn, queue: dict[str, Any]) -> int:
+    cur = await conn.execute(
+        "INSERT INTO scheduled_jobs (project_id, queue_id, name, cron, handler)"
+        " VALUES (%s, %s, gen_random_uuid()::text, '* * * * *', 'tick') RETURNING id",
+        (queue["project_id"], queue["id"]),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row["id"])
+
+
+REFERENCES = {
+    "retry_policy_id": ("retry_policies", "jobs_retry_policy_id_fkey", _policy),
+    "schedule_id": ("scheduled_jobs", "jobs_schedule_id_fkey", _schedule),
+}
+
+
+async def _refs(conn: Conn, column: str, job_ids: list[int]) -> list[int | None]:
+    cur = await conn.execute(
+        f"SELECT {column} AS ref FROM jobs WHERE id = ANY(%s) ORDER BY id", (job_ids,)
+    )
+    return [r["ref"] for r in await cur.fetchall()]
+
+
+async def _jobs_naming(
+    conn: Conn, queue: dict[str, Any], column: str, ref: int, n: int
+) -> list[int]:
+    cur = await conn.execute(
+        f"INSERT INTO jobs (project_id, queue_id, handler, {column})"
+        " SELECT %s, %s, 'noop', %s FROM generate_series(1, %s) RETURNING id",
+        (queue["project_id"], queue["id"], ref, n),
+    )
+    return [r["id"] for r in await cur.fetchall()]
+
+
+@pytest.mark.parametrize("column", list(REFERENCES))
+async def test_a_job_cannot_name_a_missing_policy_or_schedule(conn: Conn, column: str) -> None:
+    table, key, make = REFERENCES[column]
+    queue = await make_queue(conn)
+    parent = await make(conn, queue)
+    insert = f"INSERT INTO jobs (project_id, queue_id, handler, {column}) VALUES "
+    params = {"p": queue["project_id"], "q": queue["id"], "ok": parent, "missing": MISSING}
+    # Alone, and as one bad row among good ones and rows naming none: the statement fails whole.
+    for values in (
+        "(%(p)s, %(q)s, 'x', %(missing)s)",
+        "(%(p)s, %(q)s, 'x', %(ok)s), (%(p)s, %(q)s, 'x', NULL), (%(p)s, %(q)s, 'x', %(missing)s)",
+    ):
+        with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+            await conn.execute(insert + values, params)
+        assert caught.value.diag.constraint_name == key
+        assert f"({column})=({MISSING})" in (caught.value.diag.message_detail or "")
+        assert f'"{table}"' in (caught.value.diag.message_detail or "")
+    assert await _count(conn, "jobs") == 0
+    [job] = await _jobs_naming(conn, queue, column, parent, 1)
+    # An UPDATE to a missing parent is refused; to a real one or to NULL, allowed.
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        await conn.execute(f"UPDATE jobs SET {column} = %s WHERE id = %s", (MISSING, job))
+    await conn.execute(f"UPDATE jobs SET {column} = NULL WHERE id = %s", (job,))
+    await conn.execute(f"UPDATE jobs SET {column} = %s WHERE id = %s", (parent, job))
+    assert await _refs(conn, column, [job]) == [parent]
+    # A parent's id never changes under its jobs.
+    with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+        await conn.execute(f"UPDATE {table} SET id = DEFAULT WHERE id = %s", (parent,))
+    assert caught.value.diag.constraint_name == key
+
+
+@pytest.mark.parametrize("column", list(REFERENCES))
+async def test_deleting_a_policy_or_schedule_nulls_its_jobs_and_keeps_them(
+    conn: Conn, column: str
+) -> None:
+    table, _, make = REFERENCES[column]
+    queue = await make_queue(conn)
+    gone, kept = await make(conn, queue), await make(conn, queue)
+    gone_jobs = await _jobs_naming(conn, queue, column, gone, 3)
+    kept_jobs = await _jobs_naming(conn, queue, column, kept, 2)
+    await conn.execute(f"DELETE FROM {table} WHERE id = %s", (gone,))
+    assert await _refs(conn, column, gone_jobs) == [None, None, None]
+    assert await _refs(conn, column, kept_jobs) == [kept, kept]
+    assert await _count(conn, "jobs") == 5
+    if table == "scheduled_jobs":
+        # No key refers to scheduled_jobs now, so TRUNCATE needs no CASCADE; it nulls the rest.
+        await conn.execute("TRUNCATE scheduled_jobs")
+        assert await _refs(conn, column, kept_jobs) == [None, None]
+        assert await _count(conn, "jobs") == 5
+
+
+@pytest.mark.parametrize("column", list(REFERENCES))
+async def test_an_insert_locks_its_policy_or_schedule_against_a_concurrent_delete(
+    db_url: str, conn: Conn, column: str
+) -> None:
+    table, _, make = REFERENCES[column]
+    queue = await make_queue(conn)
+    parent = await make(conn, queue)
+    inserter = await connect(db_url)
+    deleter = await connect(db_url, autocommit=True)
+    try:
+        [job] = await _jobs_naming(inserter, queue, column, parent, 1)
+        # The uncommitted insert holds FOR KEY SHARE on the parent row, as the key did.
+        await deleter.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            await deleter.execute(f"DELETE FROM {table} WHERE id = %s", (parent,))
+        await inserter.commit()
+        # Once it commits, the delete sees the new job and nulls its reference.
+        await deleter.execute(f"DELETE FROM {table} WHERE id = %s", (parent,))
+        assert await _refs(conn, column, [job]) == [None]
+    finally:
+        await inserter.close()
+        await deleter.close()
+
+
+@pytest.mark.parametrize("column", list(REFERENCES))
+async def test_an_insert_naming_a_policy_or_schedule_deleted_meanwhile_fails(
+    db_url: str, conn: Conn, column: str
+) -> None:
+    table, key, make = REFERENCES[column]
+    queue = await make_queue(conn)
+    parent = await make(conn, queue)
+    deleter = await connect(db_url)
+    try:
+        await deleter.execute(f"DELETE FROM {table} WHERE id = %s", (parent,))
+        insert = asyncio.create_task(_jobs_naming(conn, queue, column, parent, 1))
+        await asyncio.sleep(0.3)
+        assert not insert.done()
+        await deleter.commit()
+        with pytest.raises(psycopg.errors.ForeignKeyViolation) as caught:
+            await insert
+        assert caught.value.diag.constraint_name == key
+    finally:
+        await deleter.close()
+    assert await _count(conn, "jobs") == 0
+
+
+@pytest.mark.parametrize("column", list(REFERENCES))
+async def test_deleting_a_policy_or_schedule_outside_read_committed_is_refused(
+    db_url: str, conn: Conn, column: str
+) -> None:
+    table, _, make = REFERENCES[column]
+    queue = await make_queue(conn)
+    parent = await make(conn, queue)
+    jobs = await _jobs_naming(conn, queue, column, parent, 1)
+    other = await connect(db_url)
+    try:
+        await other.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            await other.execute(f"DELETE FROM {table} WHERE id = %s", (parent,))
+        await other.rollback()
+    finally:
+        await other.close()
+    assert await _refs(conn, column, jobs) == [parent]
