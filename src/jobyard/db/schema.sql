@@ -610,6 +610,32 @@ BEGIN
     RETURN missing;
 END $$;
 
+CREATE FUNCTION public.jobs_null_parent_ref() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $_$
+DECLARE
+    col text := TG_ARGV[0];
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        EXECUTE format('UPDATE jobs SET %I = NULL WHERE %I IS NOT NULL', col, col);
+        RETURN NULL;
+    END IF;
+    IF NOT EXISTS (SELECT FROM gone) THEN
+        RETURN NULL;
+    END IF;
+    -- A key's SET NULL reads with the newest snapshot and fails a REPEATABLE READ deleter that
+    -- would miss a job committed after its snapshot; plpgsql cannot, so refuse instead.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE serialization_failure USING
+            MESSAGE = format('delete %s rows (or their project) under READ COMMITTED',
+                             TG_TABLE_NAME);
+    END IF;
+    -- For schedule_id: jobs_schedule_idx (schedule_id, id DESC) WHERE schedule_id IS NOT NULL.
+    EXECUTE format('UPDATE jobs SET %I = NULL WHERE %I = ANY ($1)', col, col)
+        USING ARRAY(SELECT id FROM gone);
+    RETURN NULL;
+END $_$;
+
 CREATE FUNCTION public.jobs_parent_refs_check() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -883,48 +909,6 @@ CREATE FUNCTION public.queues_notify_settings() RETURNS trigger
     AS $$
 BEGIN
     PERFORM pg_notify('jobyard_queues', NEW.id::text);
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION public.retry_policies_null_refs() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE jobs SET retry_policy_id = NULL WHERE retry_policy_id IS NOT NULL;
-        RETURN NULL;
-    END IF;
-    IF NOT EXISTS (SELECT FROM gone) THEN
-        RETURN NULL;
-    END IF;
-    -- A key's SET NULL reads with the newest snapshot and fails a REPEATABLE READ deleter that
-    -- would miss a job committed after its snapshot; plpgsql cannot, so refuse instead.
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE serialization_failure USING
-            MESSAGE = 'delete retry_policies rows (or their project) under READ COMMITTED';
-    END IF;
-    UPDATE jobs SET retry_policy_id = NULL
-    WHERE retry_policy_id = ANY (ARRAY(SELECT id FROM gone));
-    RETURN NULL;
-END $$;
-
-CREATE FUNCTION public.scheduled_jobs_null_refs() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE jobs SET schedule_id = NULL WHERE schedule_id IS NOT NULL;
-        RETURN NULL;
-    END IF;
-    IF NOT EXISTS (SELECT FROM gone) THEN
-        RETURN NULL;
-    END IF;
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE serialization_failure USING
-            MESSAGE = 'delete scheduled_jobs rows (or their queue or project) under READ COMMITTED';
-    END IF;
-    -- jobs_schedule_idx (schedule_id, id DESC) WHERE schedule_id IS NOT NULL.
-    UPDATE jobs SET schedule_id = NULL WHERE schedule_id = ANY (ARRAY(SELECT id FROM gone));
     RETURN NULL;
 END $$;
 
@@ -2015,17 +1999,17 @@ CREATE TRIGGER queues_settings_notify AFTER UPDATE OF is_paused, max_concurrency
 
 CREATE TRIGGER queues_truncate_jobs AFTER TRUNCATE ON public.queues FOR EACH STATEMENT EXECUTE FUNCTION public.queues_delete_jobs();
 
-CREATE TRIGGER retry_policies_delete AFTER DELETE ON public.retry_policies REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.retry_policies_null_refs();
+CREATE TRIGGER retry_policies_delete AFTER DELETE ON public.retry_policies REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_null_parent_ref('retry_policy_id');
 
 CREATE TRIGGER retry_policies_keep_id BEFORE UPDATE OF id ON public.retry_policies FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_key('jobs_retry_policy_id_fkey');
 
-CREATE TRIGGER retry_policies_truncate AFTER TRUNCATE ON public.retry_policies FOR EACH STATEMENT EXECUTE FUNCTION public.retry_policies_null_refs();
+CREATE TRIGGER retry_policies_truncate AFTER TRUNCATE ON public.retry_policies FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_null_parent_ref('retry_policy_id');
 
-CREATE TRIGGER scheduled_jobs_delete AFTER DELETE ON public.scheduled_jobs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.scheduled_jobs_null_refs();
+CREATE TRIGGER scheduled_jobs_delete AFTER DELETE ON public.scheduled_jobs REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_null_parent_ref('schedule_id');
 
 CREATE TRIGGER scheduled_jobs_keep_id BEFORE UPDATE OF id ON public.scheduled_jobs FOR EACH ROW WHEN ((new.id IS DISTINCT FROM old.id)) EXECUTE FUNCTION public.keep_referenced_key('jobs_schedule_id_fkey');
 
-CREATE TRIGGER scheduled_jobs_truncate AFTER TRUNCATE ON public.scheduled_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.scheduled_jobs_null_refs();
+CREATE TRIGGER scheduled_jobs_truncate AFTER TRUNCATE ON public.scheduled_jobs FOR EACH STATEMENT EXECUTE FUNCTION public.jobs_null_parent_ref('schedule_id');
 
 CREATE TRIGGER workers_delete_refs AFTER DELETE ON public.workers REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION public.workers_null_refs();
 

@@ -184,11 +184,15 @@ CREATE TRIGGER jobs_parent_refs_upd
           OR (NEW.schedule_id IS NOT NULL AND NEW.schedule_id IS DISTINCT FROM OLD.schedule_id))
     EXECUTE FUNCTION jobs_parent_refs_check();
 
--- The parents' side: ON DELETE SET NULL, as the keys did (and as for batches and workers).
-CREATE FUNCTION retry_policies_null_refs() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The parents' side: ON DELETE SET NULL, as the keys did (and as for batches and workers). One
+-- function for both parents, the jobs column named by the trigger's argument: dynamic SQL, since
+-- policies and schedules are deleted rarely.
+CREATE FUNCTION jobs_null_parent_ref() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    col text := TG_ARGV[0];
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        UPDATE jobs SET retry_policy_id = NULL WHERE retry_policy_id IS NOT NULL;
+        EXECUTE format('UPDATE jobs SET %I = NULL WHERE %I IS NOT NULL', col, col);
         RETURN NULL;
     END IF;
     IF NOT EXISTS (SELECT FROM gone) THEN
@@ -198,41 +202,25 @@ BEGIN
     -- would miss a job committed after its snapshot; plpgsql cannot, so refuse instead.
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE serialization_failure USING
-            MESSAGE = 'delete retry_policies rows (or their project) under READ COMMITTED';
+            MESSAGE = format('delete %s rows (or their project) under READ COMMITTED',
+                             TG_TABLE_NAME);
     END IF;
-    UPDATE jobs SET retry_policy_id = NULL
-    WHERE retry_policy_id = ANY (ARRAY(SELECT id FROM gone));
+    -- For schedule_id: jobs_schedule_idx (schedule_id, id DESC) WHERE schedule_id IS NOT NULL.
+    EXECUTE format('UPDATE jobs SET %I = NULL WHERE %I = ANY ($1)', col, col)
+        USING ARRAY(SELECT id FROM gone);
     RETURN NULL;
 END $$;
 CREATE TRIGGER retry_policies_delete AFTER DELETE ON retry_policies REFERENCING OLD TABLE AS gone
-    FOR EACH STATEMENT EXECUTE FUNCTION retry_policies_null_refs();
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_null_parent_ref('retry_policy_id');
 CREATE TRIGGER retry_policies_truncate AFTER TRUNCATE ON retry_policies
-    FOR EACH STATEMENT EXECUTE FUNCTION retry_policies_null_refs();
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_null_parent_ref('retry_policy_id');
 CREATE TRIGGER retry_policies_keep_id BEFORE UPDATE OF id ON retry_policies FOR EACH ROW
     WHEN (NEW.id IS DISTINCT FROM OLD.id)
     EXECUTE FUNCTION keep_referenced_key('jobs_retry_policy_id_fkey');
-
-CREATE FUNCTION scheduled_jobs_null_refs() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE jobs SET schedule_id = NULL WHERE schedule_id IS NOT NULL;
-        RETURN NULL;
-    END IF;
-    IF NOT EXISTS (SELECT FROM gone) THEN
-        RETURN NULL;
-    END IF;
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE serialization_failure USING
-            MESSAGE = 'delete scheduled_jobs rows (or their queue or project) under READ COMMITTED';
-    END IF;
-    -- jobs_schedule_idx (schedule_id, id DESC) WHERE schedule_id IS NOT NULL.
-    UPDATE jobs SET schedule_id = NULL WHERE schedule_id = ANY (ARRAY(SELECT id FROM gone));
-    RETURN NULL;
-END $$;
 CREATE TRIGGER scheduled_jobs_delete AFTER DELETE ON scheduled_jobs REFERENCING OLD TABLE AS gone
-    FOR EACH STATEMENT EXECUTE FUNCTION scheduled_jobs_null_refs();
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_null_parent_ref('schedule_id');
 CREATE TRIGGER scheduled_jobs_truncate AFTER TRUNCATE ON scheduled_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION scheduled_jobs_null_refs();
+    FOR EACH STATEMENT EXECUTE FUNCTION jobs_null_parent_ref('schedule_id');
 CREATE TRIGGER scheduled_jobs_keep_id BEFORE UPDATE OF id ON scheduled_jobs FOR EACH ROW
     WHEN (NEW.id IS DISTINCT FROM OLD.id)
     EXECUTE FUNCTION keep_referenced_key('jobs_schedule_id_fkey');
@@ -242,11 +230,10 @@ DOWNGRADE_TAIL = r"""
 DROP TRIGGER scheduled_jobs_keep_id ON scheduled_jobs;
 DROP TRIGGER scheduled_jobs_truncate ON scheduled_jobs;
 DROP TRIGGER scheduled_jobs_delete ON scheduled_jobs;
-DROP FUNCTION scheduled_jobs_null_refs();
 DROP TRIGGER retry_policies_keep_id ON retry_policies;
 DROP TRIGGER retry_policies_truncate ON retry_policies;
 DROP TRIGGER retry_policies_delete ON retry_policies;
-DROP FUNCTION retry_policies_null_refs();
+DROP FUNCTION jobs_null_parent_ref();
 DROP TRIGGER jobs_parent_refs_upd ON jobs;
 CREATE TRIGGER jobs_parent_refs_upd AFTER UPDATE OF queue_id, project_id, batch_id ON jobs
     FOR EACH ROW
