@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Final
 
-POLL_S: Final = 0.2  # progress polling only; intervals come from the peer's own clocks
+POLL_S: Final = 1.0  # progress polling only; intervals come from the peer's own clocks
 STALL_TIMEOUT_S: Final = 60.0
 BATCH_CAP: Final = 10_000  # jobs per batch enqueue call: jobyard's batch cap
 # A drain stops here if the queue is not empty yet: its rate is then the jobs finished over the

@@ -2,7 +2,7 @@
 worker backends' wait events sampled from pg_stat_activity (docs/BENCHMARKS.md).
 
     .venv/bin/python benchmarks/profile/drain.py [--jobs 100000] [--processes 2] [--rate 100]
-        [--max-concurrency N]
+        [--max-concurrency N] [--gil]
 
 Starts its own embedded PostgreSQL in .jobyard/profile/pgdata (jobyard's settings, plus
 shared_preload_libraries = pg_stat_statements), clones the migrated template, queues `--jobs`
@@ -10,8 +10,13 @@ no-op jobs by jobyard's batch insert, starts `--processes` real `jobyard worker 
 processes (the drains' setting), records worker 0 with `py-spy record --format raw` for the whole
 drain, and prints markdown: the drain's rate, the top statements by total execution time, the
 wait events, and the worker's hottest functions (self and inclusive samples); with the WAL the
-drain wrote, per job, in all and by statement (bytes and full-page images). py-spy is a pinned
-dev dependency; it needs ptrace rights (root, or kernel.yama.ptrace_scope = 0).
+drain wrote, per job, in all and by statement (bytes and full-page images), and the CPU a job
+cost each side: the worker processes' and all of PostgreSQL's processes' user + system time
+from /proc, read while the queue is paused with every worker listening (so the workers' start-up
+is not counted) and again when the last job is done. `--gil` records only samples that hold the
+GIL: the worker's Python CPU, without the time it waits for a core (on 2 cores a worker that
+wakes a backend is often preempted inside the send). py-spy is a pinned dev dependency; it needs
+ptrace rights (root, or kernel.yama.ptrace_scope = 0).
 """
 
 from __future__ import annotations
@@ -19,9 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,6 +40,7 @@ from jobyard.core import admin, claim, enqueue, projects
 from jobyard.db import embedded, run, testing
 from jobyard.db.pool import connect
 from jobyard.domain import limits
+from jobyard.domain.ids import ProjectId, QueueId
 from jobyard.domain.schemas import BatchCreate, BatchItem
 
 ROOT: Final = Path(__file__).resolve().parent.parent.parent
@@ -80,13 +88,73 @@ async def prefill(
         await conn.close()
 
 
+async def set_paused(url: str, paused: bool) -> None:
+    """Pause or resume the benchmark's queue."""
+    conn = await connect(url, autocommit=True)
+    try:
+        project_id = await projects.resolve_project(conn, scenarios.PROJECT, create=False)
+        (queue,) = await claim.queues_by_names(conn, project_id, [scenarios.QUEUE])
+        await admin.set_queue_paused(conn, ProjectId(project_id), QueueId(queue.id), paused)
+    finally:
+        await conn.close()
+
+
+async def wait_listening(url: str, processes: int) -> None:
+    """Until every worker process has its LISTEN connection up (they are then idle)."""
+    conn = await connect(url, autocommit=True)
+    try:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) AS n FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+            )
+            row = await cur.fetchone()
+            if row is not None and int(row["n"]) >= processes:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+
+
+TICKS: Final = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU of a process (all its threads), and with `children` that of its
+    children it has waited for (a postmaster reaps every backend and autovacuum worker)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # After the command: state is field 3, utime/stime are 14/15, cutime/cstime 16/17.
+    used = int(fields[11]) + int(fields[12])
+    if children:
+        used += int(fields[13]) + int(fields[14])
+    return used / TICKS
+
+
+def server_cpu_seconds(data_dir: Path) -> float:
+    """CPU of the whole PostgreSQL server: the postmaster with its reaped children, and every
+    live child (backends, WAL writer, checkpointer, autovacuum)."""
+    postmaster = int((data_dir / "postmaster.pid").read_text().split()[0])
+    total = cpu_seconds(postmaster, children=True)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if int(stat.rpartition(")")[2].split()[1]) == postmaster:
+                total += cpu_seconds(int(entry.name))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited between the listing and the read: now in the postmaster's
+    return total
+
+
 async def watch(url: str, queue_id: int, jobs: int, workers: WorkerProcesses) -> dict[str, Any]:
-    """Sample the workers' wait events every 10 ms until the queue is drained."""
+    """Sample the workers' wait events every 10 ms until the queue is drained (checked once a
+    second: the check is a count over the queue's jobs, tens of milliseconds at 100,000)."""
     conn = await connect(url, autocommit=True)
     waits: collections.Counter[str] = collections.Counter()
     try:
         while True:
-            for _ in range(20):
+            for _ in range(100):
                 await asyncio.sleep(0.01)
                 cur = await conn.execute(
                     "SELECT coalesce(wait_event_type || ':' || wait_event, state) AS w"
@@ -143,6 +211,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    parser.add_argument("--gil", action="store_true", help="py-spy: only samples that hold the GIL")
     parser.add_argument(
         "--max-concurrency",
         type=int,
@@ -160,8 +229,11 @@ def main() -> None:
     try:
         log(f"queueing {args.jobs:,} no-op jobs")
         queue_id = asyncio.run(prefill(url, args.jobs, max_concurrency=args.max_concurrency))
+        asyncio.run(set_paused(url, paused=True))
         workers = WorkerProcesses(url, scenarios.PROJECT, scenarios.QUEUE, 100, args.processes)
         workers.start()
+        asyncio.run(wait_listening(url, args.processes))
+        time.sleep(1.0)  # the pools fill and the first (empty) claims run
         raw = OUT / "worker0.raw"
         spy = subprocess.Popen(  # noqa: S603 - our own profiler
             [
@@ -176,13 +248,17 @@ def main() -> None:
                 "--output",
                 str(raw),
                 "--nonblocking",
+                *(["--gil"] if args.gil else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
         log(f"draining with {args.processes} worker processes, py-spy on worker 0")
         try:
+            cpu_before = [cpu_seconds(p.pid) for p in workers.procs], server_cpu_seconds(DATA_DIR)
+            asyncio.run(set_paused(url, paused=False))
             seen = asyncio.run(watch(url, queue_id, args.jobs, workers))
+            cpu_after = [cpu_seconds(p.pid) for p in workers.procs], server_cpu_seconds(DATA_DIR)
         finally:
             workers.stop()
             spy.wait(timeout=60)
@@ -196,6 +272,12 @@ def main() -> None:
         + (f", queue limited to {args.max_concurrency}" if args.max_concurrency else "")
         + f": {args.jobs / elapsed:,.0f} "
         f"jobs/s ({elapsed:.1f} s, load average {Path('/proc/loadavg').read_text().split()[0]})\n"
+    )
+    worker_us = 1e6 * (sum(cpu_after[0]) - sum(cpu_before[0])) / args.jobs
+    server_us = 1e6 * (cpu_after[1] - cpu_before[1]) / args.jobs
+    print(
+        f"CPU a job (/proc, user + system): worker processes {worker_us:.1f} µs, "
+        f"PostgreSQL {server_us:.1f} µs (the sampling connection included)\n"
     )
     wal = seen["wal"]
     print(

@@ -45,7 +45,7 @@ HERE: Final = Path(__file__).resolve().parent
 PGQ: Final = str(Path(sys.executable).parent / "pgq")
 ENTRYPOINT: Final = "noop"
 BATCH_CAP: Final = 10_000  # jobs per list enqueue: jobyard's batch cap
-POLL_S: Final = 0.2  # progress polling only; intervals are read from the database clock
+POLL_S: Final = 1.0  # progress polling only; intervals are read from the database clock
 STALL_TIMEOUT_S: Final = 60.0
 DATABASE_PREFIX: Final = "pgq_bench_"
 
