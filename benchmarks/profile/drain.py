@@ -81,7 +81,8 @@ async def prefill(
             await enqueue.enqueue_batch(conn, project_id, batch)
         if vacuum:
             await conn.execute("VACUUM ANALYZE jobs")
-        await conn.execute("SELECT pg_stat_statements_reset()")
+        if "pg_stat_statements" in extensions:
+            await conn.execute("SELECT pg_stat_statements_reset()")
         await conn.execute("SELECT pg_stat_reset_shared('wal')")
         return int(queue.id)
     finally:
