@@ -2,7 +2,7 @@
 worker backends' wait events sampled from pg_stat_activity (docs/BENCHMARKS.md).
 
     .venv/bin/python benchmarks/profile/drain.py [--jobs 100000] [--processes 2] [--rate 100]
-        [--max-concurrency N] [--gil]
+        [--max-concurrency N] [--gil] [--variant-sql FILE]
 
 Starts its own embedded PostgreSQL in .jobyard/profile/pgdata (jobyard's settings, plus
 shared_preload_libraries = pg_stat_statements), clones the migrated template, queues `--jobs`
@@ -16,7 +16,9 @@ from /proc, read while the queue is paused with every worker listening (so the w
 is not counted) and again when the last job is done. `--gil` records only samples that hold the
 GIL: the worker's Python CPU, without the time it waits for a core (on 2 cores a worker that
 wakes a backend is often preempted inside the send). py-spy is a pinned dev dependency; it needs
-ptrace rights (root, or kernel.yama.ptrace_scope = 0).
+ptrace rights (root, or kernel.yama.ptrace_scope = 0). `--variant-sql FILE` runs FILE on the
+drain's database before the prefill: a schema experiment, measured the same way as head (never
+a migration; the database is dropped afterwards).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from jobyard.benchmarks import scenarios
 from jobyard.benchmarks.processes import WorkerProcesses
 from jobyard.core import admin, claim, enqueue, projects
 from jobyard.db import embedded, run, testing
-from jobyard.db.pool import connect
+from jobyard.db.pool import connect, connect_sync
 from jobyard.domain import limits
 from jobyard.domain.ids import ProjectId, QueueId
 from jobyard.domain.schemas import BatchCreate, BatchItem
@@ -184,7 +186,20 @@ async def watch(url: str, queue_id: int, jobs: int, workers: WorkerProcesses) ->
         # what the drain writes, triggers and autovacuum included.
         cur = await conn.execute("SELECT wal_bytes, wal_fpi FROM pg_stat_wal")
         wal = await cur.fetchone()
-        return {"window": dict(window), "waits": waits, "statements": statements, "wal": wal}
+        # The workers' backends report their counters within a second of their last statement.
+        await asyncio.sleep(1.5)
+        cur = await conn.execute(
+            "SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot FROM pg_stat_user_tables"
+            " WHERE relid = 'jobs'::regclass"
+        )
+        updates = await cur.fetchone()
+        return {
+            "window": dict(window),
+            "waits": waits,
+            "statements": statements,
+            "wal": wal,
+            "updates": updates,
+        }
     finally:
         await conn.close()
 
@@ -214,6 +229,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--gil", action="store_true", help="py-spy: only samples that hold the GIL")
     parser.add_argument(
+        "--variant-sql", type=Path, default=None, help="SQL run on the database before the prefill"
+    )
+    parser.add_argument(
         "--max-concurrency",
         type=int,
         default=None,
@@ -228,6 +246,10 @@ def main() -> None:
     template = testing.ensure_template(admin_url)
     url = testing.create_clone(admin_url, template, "jy_profile_")
     try:
+        if args.variant_sql is not None:
+            log(f"applying {args.variant_sql}")
+            with connect_sync(url, autocommit=True) as conn:
+                conn.execute(args.variant_sql.read_text(encoding="utf-8").encode())
         log(f"queueing {args.jobs:,} no-op jobs")
         queue_id = asyncio.run(prefill(url, args.jobs, max_concurrency=args.max_concurrency))
         asyncio.run(set_paused(url, paused=True))
@@ -284,6 +306,11 @@ def main() -> None:
     print(
         f"WAL written during the drain: {int(wal['wal_bytes']) / args.jobs:,.0f} bytes and "
         f"{int(wal['wal_fpi']) / args.jobs:.2f} full-page images per job\n"
+    )
+    updates = seen["updates"]
+    print(
+        f"Updates of jobs: {int(updates['updates']):,}, of them HOT {int(updates['hot']):,} "
+        f"({100 * int(updates['hot']) / max(1, int(updates['updates'])):.0f} %)\n"
     )
     print(
         "| calls | total ms | mean ms | rows | WAL bytes / job | FPI / job | statement |\n"
