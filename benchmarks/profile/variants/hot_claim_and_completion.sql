@@ -1,6 +1,6 @@
 -- Experiment (docs/BENCHMARKS.md, "HOT claim and completion"): the claim and the completion HOT.
 -- As hot_claim.sql, and `done` is left out of cold_status and finished_at is a BRIN index (which
--- PostgreSQL 16+ does not count against HOT). Not a migration. No index of jobs names status, worker_id or lock_expires_at.
+-- PostgreSQL 16+ does not count against HOT). Not a migration.
 ALTER TABLE jobs ADD COLUMN cold_status job_status GENERATED ALWAYS AS (
     CASE WHEN status IN ('waiting', 'scheduled', 'dead_letter', 'cancelled') THEN status END
 ) STORED;
