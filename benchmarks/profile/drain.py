@@ -189,8 +189,9 @@ async def watch(url: str, queue_id: int, jobs: int, workers: WorkerProcesses) ->
         # The workers' backends report their counters within a second of their last statement.
         await asyncio.sleep(1.5)
         cur = await conn.execute(
-            "SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot FROM pg_stat_user_tables"
-            " WHERE relid = 'jobs'::regclass"
+            "SELECT n_tup_upd AS updates, n_tup_hot_upd AS hot,"
+            " pg_relation_size(relid) AS heap, pg_indexes_size(relid) AS indexes"
+            " FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
         )
         updates = await cur.fetchone()
         return {
@@ -310,7 +311,9 @@ def main() -> None:
     updates = seen["updates"]
     print(
         f"Updates of jobs: {int(updates['updates']):,}, of them HOT {int(updates['hot']):,} "
-        f"({100 * int(updates['hot']) / max(1, int(updates['updates'])):.0f} %)\n"
+        f"({100 * int(updates['hot']) / max(1, int(updates['updates'])):.0f} %); jobs is "
+        f"{int(updates['heap']) / 2**20:,.1f} MB of heap and {int(updates['indexes']) / 2**20:,.1f}"
+        " MB of indexes after the drain\n"
     )
     print(
         "| calls | total ms | mean ms | rows | WAL bytes / job | FPI / job | statement |\n"
