@@ -2,7 +2,7 @@
 worker backends' wait events sampled from pg_stat_activity (docs/BENCHMARKS.md).
 
     .venv/bin/python benchmarks/profile/drain.py [--jobs 100000] [--processes 2] [--rate 100]
-        [--max-concurrency N] [--gil] [--variant-sql FILE]
+        [--max-concurrency N] [--gil] [--variant-sql FILE ...]
 
 Starts its own embedded PostgreSQL in .jobyard/profile/pgdata (jobyard's settings, plus
 shared_preload_libraries = pg_stat_statements), clones the migrated template, queues `--jobs`
@@ -18,7 +18,7 @@ GIL: the worker's Python CPU, without the time it waits for a core (on 2 cores a
 wakes a backend is often preempted inside the send). py-spy is a pinned dev dependency; it needs
 ptrace rights (root, or kernel.yama.ptrace_scope = 0). `--variant-sql FILE` runs FILE on the
 drain's database before the prefill: a schema experiment, measured the same way as head (never
-a migration; the database is dropped afterwards).
+a migration; the database is dropped afterwards); given more than once, the files run in order.
 """
 
 from __future__ import annotations
@@ -230,7 +230,11 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
     parser.add_argument("--gil", action="store_true", help="py-spy: only samples that hold the GIL")
     parser.add_argument(
-        "--variant-sql", type=Path, default=None, help="SQL run on the database before the prefill"
+        "--variant-sql",
+        type=Path,
+        action="append",
+        default=[],
+        help="SQL run on the database before the prefill (repeat: run in order)",
     )
     parser.add_argument(
         "--max-concurrency",
@@ -247,10 +251,10 @@ def main() -> None:
     template = testing.ensure_template(admin_url)
     url = testing.create_clone(admin_url, template, "jy_profile_")
     try:
-        if args.variant_sql is not None:
-            log(f"applying {args.variant_sql}")
+        for variant in args.variant_sql:
+            log(f"applying {variant}")
             with connect_sync(url, autocommit=True) as conn:
-                conn.execute(args.variant_sql.read_text(encoding="utf-8").encode())
+                conn.execute(variant.read_text(encoding="utf-8").encode())
         log(f"queueing {args.jobs:,} no-op jobs")
         queue_id = asyncio.run(prefill(url, args.jobs, max_concurrency=args.max_concurrency))
         asyncio.run(set_paused(url, paused=True))
