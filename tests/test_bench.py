@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from jobyard.benchmarks import harness, reference, report
 from jobyard.benchmarks.harness import JSON_KEYS, QUICK, Report
 from jobyard.cli import app
+from jobyard.db import embedded
 
 
 def test_bench_quick_json_prints_one_object_with_the_seven_numbers(
@@ -38,6 +39,43 @@ def test_bench_quick_json_prints_one_object_with_the_seven_numbers(
         assert isinstance(value, int | float) and not isinstance(value, bool), key
         assert value > 0, key
     assert not (tmp_path / "docs").exists()
+
+
+def test_bench_stops_the_embedded_server_it_started(tmp_path: Path) -> None:
+    # No database URL: the bench's own embedded server, started for the command. A user who
+    # runs `jobyard bench` once in a project must not be left with a PostgreSQL in the background.
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBYARD_DATABASE_URL", "DATABASE_URL")}
+    env.update(JOBYARD_DATA_DIR=str(tmp_path / ".jobyard"), JOBYARD_LOG_LEVEL="warning")
+    pgdata = tmp_path / ".jobyard" / "bench-pgdata"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "jobyard", "bench", "--quick", "--json"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (pgdata / "PG_VERSION").exists()  # it did run on its own server
+        assert not embedded.status(pgdata).running
+    finally:
+        embedded.stop(pgdata)
+
+
+def test_a_server_already_running_is_used_and_left_running(tmp_path: Path) -> None:
+    pgdata = tmp_path / "pgdata"
+    url = embedded.start(pgdata)
+    try:
+        with embedded.started(pgdata) as inside:
+            assert inside == url
+        assert embedded.status(pgdata).running
+    finally:
+        embedded.stop(pgdata)
+    with embedded.started(pgdata):
+        assert embedded.status(pgdata).running
+    assert not embedded.status(pgdata).running
 
 
 def _report() -> Report:

@@ -24,6 +24,19 @@ if TYPE_CHECKING:
 root = typer.Typer()
 
 
+def _bench_server(ctx: typer.Context, settings: Settings, *, keep_running: bool = False) -> str:
+    """The server a benchmark runs on: DATABASE_URL's, else the bench's own embedded one
+    (PostgreSQL's durable defaults, apart from the demo's). That one is started for this command
+    and stopped when the command ends, however it ends, unless it was running already or the
+    caller keeps a database on it (`--keep`)."""
+    if settings.database_url:
+        return settings.database_url
+    pgdata = data_dir_of(settings) / "bench-pgdata"
+    if keep_running:
+        return embedded.start(pgdata)
+    return ctx.with_resource(embedded.started(pgdata))
+
+
 class Scenario(StrEnum):
     steady = "steady"
     pressure = "pressure"
@@ -48,6 +61,7 @@ _APPLIES: Final = {
 
 @root.command("bench")
 def bench_cmd(
+    ctx: typer.Context,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object of the key numbers only.")
     ] = False,
@@ -200,13 +214,13 @@ def bench_cmd(
                 "--scenario runs alone: not with --workflows, --runs, --reference or --peer-command"
             )
         _bench_scenario(
-            load_settings(data_dir=data_dir), scenario, scenario_options,
+            ctx, load_settings(data_dir=data_dir), scenario, scenario_options,
             quick=quick, as_json=as_json, output=output,
         )  # fmt: skip
         return
     settings = load_settings(data_dir=data_dir)
     if workflows:
-        _bench_workflows(settings, quick=quick, runs=runs or 1, as_json=as_json)
+        _bench_workflows(ctx, settings, quick=quick, runs=runs or 1, as_json=as_json)
         return
     # Checked before minutes of benchmarking, not after.
     peers: list[reference.Reference] = [reference.QUOTED]
@@ -224,8 +238,7 @@ def bench_cmd(
     except reference.ReferenceFileError as exc:
         raise fail(exc.message, exc.hint) from None
     before_run = interleaved.run_once if interleaved is not None else None
-    # A dedicated embedded server with PostgreSQL's durable defaults, apart from the demo's.
-    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    admin_url = _bench_server(ctx, settings)
     sizes = harness.QUICK if quick else harness.FULL
     target = output if output is not None or quick else Path("docs/BENCHMARKS.md")
     try:
@@ -261,7 +274,9 @@ def bench_cmd(
         err.print(f"wrote {target}")
 
 
-def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: bool) -> None:
+def _bench_workflows(
+    ctx: typer.Context, settings: Settings, *, quick: bool, runs: int, as_json: bool
+) -> None:
     """`jobyard bench --workflows`: medians of `runs` rounds, printed (no report file)."""
     import asyncio
     import statistics
@@ -269,7 +284,7 @@ def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: boo
     from jobyard.benchmarks import harness, workflow_scenarios
     from jobyard.db import testing
 
-    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    admin_url = _bench_server(ctx, settings)
     sizes = workflow_scenarios.QUICK if quick else workflow_scenarios.FULL
     template = testing.ensure_template(admin_url)
 
@@ -296,6 +311,7 @@ def _bench_workflows(settings: Settings, *, quick: bool, runs: int, as_json: boo
 
 @root.command("bench-dashboard")
 def bench_dashboard_cmd(
+    ctx: typer.Context,
     quick: Annotated[
         bool, typer.Option("--quick", help="20,000 jobs instead of 1,000,000 (a smoke run).")
     ] = False,
@@ -312,7 +328,7 @@ def bench_dashboard_cmd(
     from jobyard.benchmarks import dashboard  # loads only for this command
 
     settings = load_settings(data_dir=data_dir)
-    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    admin_url = _bench_server(ctx, settings, keep_running=keep)
     size = dashboard.QUICK if quick else dashboard.FULL
     try:
         with err.status("building the data set…") as status:
@@ -337,6 +353,7 @@ def bench_dashboard_cmd(
 
 
 def _bench_scenario(
+    ctx: typer.Context,
     settings: Settings,
     scenario: Scenario,
     options: dict[str, Any],
@@ -378,7 +395,7 @@ def _bench_scenario(
     config = dataclasses.replace(
         base, scenario=name, **{k: v for k, v in fields.items() if v is not None}
     )
-    admin_url = settings.database_url or embedded.start(data_dir_of(settings) / "bench-pgdata")
+    admin_url = _bench_server(ctx, settings)
     try:
         if as_json:
             result = timeline.run_scenario(admin_url, config, lambda _: None)

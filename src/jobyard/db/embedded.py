@@ -2,7 +2,8 @@
 
 The server listens only on a Unix socket inside the data directory, so it never takes a TCP
 port and two checkouts never collide. It keeps running between commands (reused across runs)
-until `jobyard db stop`.
+until `jobyard db stop`; a command that needs a server only for itself uses `started`, which
+stops what it started and leaves a server that was already running alone.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import shutil
 import subprocess
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,20 @@ def start(pgdata: Path, *, fast_unsafe: bool = False) -> str:
     with open(pgdata.parent / f".{pgdata.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         return _start_locked(pgdata, fast_unsafe)
+
+
+@contextmanager
+def started(pgdata: Path) -> Iterator[str]:
+    """The server's URL for the length of a block: started if it was not running, and then
+    stopped again when the block ends, however it ends; a server already running (someone
+    else's session, a concurrent command) is used and left running."""
+    was_running = status(pgdata).running
+    url = start(pgdata)
+    try:
+        yield url
+    finally:
+        if not was_running:
+            stop(pgdata)
 
 
 def _start_locked(pgdata: Path, fast_unsafe: bool) -> str:
