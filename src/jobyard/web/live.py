@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response, StreamingResponse
@@ -32,7 +32,7 @@ from jobyard.domain.enums import Role
 from jobyard.domain.errors import JobyardError, ValidationFailed
 from jobyard.logs import get_logger
 from jobyard.web import csrf, pages
-from jobyard.web.session import apply_cookies, resolve
+from jobyard.web.session import WebSession, apply_cookies, resolve
 
 log = get_logger("jobyard.web.live")
 
@@ -177,14 +177,39 @@ def _relevant(event: Event, queues: set[int] | None, job_id: int | None) -> bool
     return bool(queues & event.queue_ids)
 
 
-async def _stream(request: Request, project_id: str, fragment: Fragment) -> Response:
-    """Authenticate once (cookies may rotate here: headers are still ahead), then stream."""
-    new_cookies: dict[str, tuple[str, int]] = {}
+T = TypeVar("T")
+
+
+async def subscribed_render(
+    hub: LiveHub, render: Callable[[], Awaitable[T]]
+) -> tuple[Subscription, T]:
+    """Subscribe, then render. In this order every change is seen: one committed before the
+    render's read is in the render, one committed after it notifies a subscription that
+    already exists. Rendered first, a change committing between the read and the subscription
+    would reach the page only at the next FALLBACK_S re-render."""
+    sub = hub.subscribe()
+    try:
+        return sub, await render()
+    except BaseException:
+        hub.unsubscribe(sub)
+        raise
+
+
+@dataclass(frozen=True)
+class _Opened:
+    session: WebSession
+    first: str
+    queues: set[int] | None
+    job_id: int | None
+
+
+async def _open(request: Request, project_id: str, fragment: Fragment) -> _Opened | Response:
+    """Authenticate once (cookies may rotate here: headers are still ahead), render the first
+    fragment; a refusal is the Response to send instead of a stream."""
     async with pages._connection(request) as conn:
         session = await resolve(conn, get_keys(request), request)
         if session is None:
             return Response(status_code=401)
-        new_cookies = session.new_cookies
         try:
             ctx = pages.Ctx(
                 request, conn, session, csrf.session_token(get_keys(request), session.family_id)
@@ -193,9 +218,16 @@ async def _stream(request: Request, project_id: str, fragment: Fragment) -> Resp
             first, queues, job_id = await fragment(ctx)
         except JobyardError as exc:
             return Response(status_code=pages._status_of(exc))
+    return _Opened(session, first, queues, job_id)
 
+
+async def _stream(request: Request, project_id: str, fragment: Fragment) -> Response:
     hub = get_hub(request.app)
-    sub = hub.subscribe()
+    sub, opened = await subscribed_render(hub, lambda: _open(request, project_id, fragment))
+    if isinstance(opened, Response):
+        hub.unsubscribe(sub)
+        return opened
+    session, first, queues, job_id = opened.session, opened.first, opened.queues, opened.job_id
 
     async def render() -> str | None:
         async with pages._connection(request) as c:
@@ -241,7 +273,7 @@ async def _stream(request: Request, project_id: str, fragment: Fragment) -> Resp
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
-    apply_cookies(request, response, new_cookies)
+    apply_cookies(request, response, session.new_cookies)
     return response
 
 
