@@ -1,6 +1,7 @@
-"""The held set (migration 0022): a limited queue's claims count its held jobs in job_held, which
-follows every way into and out of `claimed`/`running`, is completed safely when a limit comes
-after the jobs, and is rotated like the ready set, so a held xmin horizon cannot slow the count.
+"""The held set (migrations 0022, 0029): job_held holds every held job of every queue with its
+worker, follows every way into and out of `claimed`/`running`, and is rotated like the ready set,
+so a held xmin horizon cannot slow the reads of held jobs: a limited queue's room count, the
+reaper, the workers' pages.
 
 See docs/DATABASE.md ("The held set") and docs/TESTING.md ("Held set") for what these tests
 caught with the mechanism broken.
@@ -11,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 
@@ -28,12 +27,9 @@ from jobyard.domain.models import QueueRef
 from jobyard.domain.schemas import BatchCreate, BatchItem
 from tests.factories import make_queue, make_worker
 
-# An xid of any database holds every database's horizon: the test that holds one shares the
-# xdist group of the other tests that do (tests/concurrency/test_ready_rotation.py), and so do
-# the tests that wait for a fill, which waits for every older transaction of the server to end.
+# An xid of any database holds every database's horizon: the tests that hold one share the
+# xdist group of the other tests that do (tests/concurrency/test_ready_rotation.py).
 HORIZON = pytest.mark.xdist_group("horizon")
-# How long a fill may wait for the server's other transactions (another test's) to end.
-FILL_WITHIN_S = 60.0
 
 # Three and a half stints of the ring (two seconds at least each): every partition is next once.
 CHURN_S = 7.0
@@ -69,28 +65,13 @@ async def _held_jobs(conn: Conn, queue: QueueRef) -> set[int]:
     return {r["id"] for r in rows}
 
 
-async def _state(conn: Conn, queue: QueueRef) -> dict[str, Any]:
-    row = await (
+async def _held_workers(conn: Conn, queue: QueueRef) -> dict[int, int | None]:
+    rows = await (
         await conn.execute(
-            "SELECT held_counted, held_fill_after IS NOT NULL AS fill_started"
-            " FROM queues WHERE id = %s",
-            (queue.id,),
+            "SELECT job_id, worker_id FROM job_held WHERE queue_id = %s", (queue.id,)
         )
-    ).fetchone()
-    assert row is not None
-    return dict(row)
-
-
-async def _fill(
-    conn: Conn, queue: QueueRef, keep: Callable[[Conn], Awaitable[str]] = claim.keep_held
-) -> None:
-    """Call `keep` (the maintenance that completes a held set) until the queue's set is complete:
-    a transaction of another test, anywhere on the server, may make it wait."""
-    deadline = time.monotonic() + FILL_WITHIN_S
-    while not (await _state(conn, queue))["held_counted"]:
-        assert time.monotonic() < deadline, "the held set was never completed"
-        await keep(conn)
-        await asyncio.sleep(0.05)
+    ).fetchall()
+    return {r["job_id"]: r["worker_id"] for r in rows}
 
 
 async def _room(conn: Conn, queue: QueueRef, n: int = 100) -> int:
@@ -104,11 +85,10 @@ async def test_held_jobs_of_a_limited_queue_have_rows_and_lose_them_on_every_way
 ) -> None:
     project, queue, worker = await _queue(conn, "limited", 10)
     await _enqueue(conn, project, queue, 6)
-    assert await _state(conn, queue) == {"held_counted": True, "fill_started": False}
 
     claimed = await claim.claim_batch(conn, queue, worker, 5, lease_s=30, start=True)
     assert len(claimed) == 5
-    assert await _held_rows(conn, queue) == {j.id for j in claimed}
+    assert await _held_workers(conn, queue) == {j.id: worker for j in claimed}
     assert await _room(conn, queue) == 5
 
     done, failed, expired, *kept = claimed
@@ -125,66 +105,53 @@ async def test_held_jobs_of_a_limited_queue_have_rows_and_lose_them_on_every_way
     assert await _room(conn, queue) == 9
 
 
-async def test_a_queue_without_a_limit_keeps_no_rows(conn: Conn) -> None:
+async def test_a_queue_without_a_limit_keeps_rows_too(conn: Conn) -> None:
+    """Every held job has its row: the reaper and the workers' pages read them all there."""
     project, queue, worker = await _queue(conn, "free", None)
-    await _enqueue(conn, project, queue, 3)
-    assert len(await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)) == 3
-    assert await _held_rows(conn, queue) == set()
-    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
+    await _enqueue(conn, project, queue, 4)
+    claimed = await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
+    assert await _held_workers(conn, queue) == {j.id: worker for j in claimed}
+    await transitions.complete_many(conn, claimed[:2])
+    assert await _held_rows(conn, queue) == {claimed[2].id} == await _held_jobs(conn, queue)
 
 
-@HORIZON
-async def test_a_limit_set_after_the_claims_counts_them_once_its_set_is_complete(
-    conn: Conn,
-) -> None:
-    """The count stays on `jobs` until two maintenance calls (the workers' once-a-second
-    rotate_ready) have completed the set; then it reads job_held."""
+async def test_a_limit_set_after_the_claims_counts_them_at_once(db_url: str, conn: Conn) -> None:
+    """Claims made before the limit count against it from the next claim on, and one still
+    uncommitted when the limit is set as soon as it commits: their rows were written with them,
+    whatever the queue (there used to be a fill to wait for)."""
     project, queue, worker = await _queue(conn, "late", None)
     await _enqueue(conn, project, queue, 6)
-    claimed = await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
-    await conn.execute("UPDATE queues SET max_concurrency = 5 WHERE id = %s", (queue.id,))
-    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
-    assert await _room(conn, queue) == 2  # counted in jobs meanwhile
-
-    await claim.rotate_ready(conn)
-    assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
-    await _fill(conn, queue, claim.rotate_ready)
-    assert await _held_rows(conn, queue) == {j.id for j in claimed}
-    assert await _room(conn, queue) == 2
-
-    # Removed, the set starts over; set again, it is completed again without duplicates.
-    await conn.execute("UPDATE queues SET max_concurrency = NULL WHERE id = %s", (queue.id,))
-    assert await _state(conn, queue) == {"held_counted": False, "fill_started": False}
-    await conn.execute("UPDATE queues SET max_concurrency = 4 WHERE id = %s", (queue.id,))
-    await _fill(conn, queue)
-    rows = await (
-        await conn.execute("SELECT count(*) AS n FROM job_held WHERE queue_id = %s", (queue.id,))
-    ).fetchone()
-    assert rows == {"n": 3}
-    assert await _room(conn, queue) == 1
-
-
-@HORIZON
-async def test_the_set_is_not_completed_while_a_claim_that_made_no_row_may_still_commit(
-    db_url: str, conn: Conn
-) -> None:
-    """A claim whose trigger ran before the limit was committed made no row. Until its
-    transaction ends the fill must wait, or the count would miss its jobs for good."""
-    project, queue, worker = await _queue(conn, "race", None)
-    await _enqueue(conn, project, queue, 6)
-    claimer = await connect(db_url)  # not autocommit: the claim stays uncommitted
+    claimed = await claim.claim_batch(conn, queue, worker, 2, lease_s=30, start=True)
+    claimer = await connect(db_url)  # not autocommit: this claim stays uncommitted a while
     try:
-        claimed = await claim.claim_batch(claimer, queue, worker, 3, lease_s=30, start=True)
-        await conn.execute("UPDATE queues SET max_concurrency = 4 WHERE id = %s", (queue.id,))
-        for _ in range(3):
-            await claim.keep_held(conn)
-        assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
+        late = await claim.claim_batch(claimer, queue, worker, 1, lease_s=30, start=True)
+        await conn.execute("UPDATE queues SET max_concurrency = 5 WHERE id = %s", (queue.id,))
+        assert await _room(conn, queue) == 3
         await claimer.commit()
     finally:
         await claimer.close()
-    await _fill(conn, queue)
-    assert await _held_rows(conn, queue) == {j.id for j in claimed}
+    assert await _held_rows(conn, queue) == {j.id for j in [*claimed, *late]}
+    assert await _room(conn, queue) == 2
+
+
+async def test_a_job_inserted_already_held_has_its_row(conn: Conn) -> None:
+    """Jobyard never inserts a held job; an import or a fixture may, and the reaper must still
+    find it."""
+    project, queue, worker = await _queue(conn, "imported", 2)
+    row = await (
+        await conn.execute(
+            "INSERT INTO jobs (project_id, queue_id, handler, status, worker_id, attempt,"
+            " execution_seq, claimed_at, started_at, lock_expires_at)"
+            " VALUES (%s, %s, 'h', 'running', %s, 1, 1, now(), now(), now() - interval '1 minute')"
+            " RETURNING id",
+            (project, queue.id, worker),
+        )
+    ).fetchone()
+    assert row is not None
+    assert await _held_workers(conn, queue) == {row["id"]: worker}
     assert await _room(conn, queue) == 1
+    assert row["id"] in (await reap_expired_leases(conn)).job_ids
+    assert await _held_rows(conn, queue) == set()
 
 
 async def test_the_rotation_moves_held_rows_and_drops_the_rows_of_jobs_no_longer_held(
@@ -220,13 +187,26 @@ async def _room_buffers(conn: Conn, queue: QueueRef) -> int:
     return stats.shared_hit + stats.shared_read
 
 
+async def _jobs_count_buffers(conn: Conn, project: ProjectId) -> int:
+    """The same count on `jobs` (through its index of jobs by project and status)."""
+    cur = await conn.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT count(*) FROM jobs"
+        " WHERE project_id = %s AND status IN ('claimed', 'running')",
+        (project,),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    stats = plan_stats(row["QUERY PLAN"][0])
+    return stats.shared_hit + stats.shared_read
+
+
 @HORIZON
 async def test_under_a_held_xid_the_count_reads_only_the_last_rotations_rows(
     db_url: str, conn: Conn
 ) -> None:
-    """Thousands of jobs run through a limited queue while an xid is held. The count on `jobs`
-    walks the dead entry of each; the held set's rotation has dropped all but the last few
-    periods' rows."""
+    """Thousands of jobs run through a limited queue while an xid is held. A count of the held
+    jobs on `jobs` walks the dead entry of each; the held set's rotation has dropped all but the
+    last few periods' rows."""
     project, queue, worker = await _queue(conn, "pressure", 100)
     await _enqueue(conn, project, queue, 6000)
     holder = await connect(db_url)
@@ -248,8 +228,7 @@ async def test_under_a_held_xid_the_count_reads_only_the_last_rotations_rows(
         # TRUNCATE invalidated its cached plan), which reads catalog buffers.
         await _room_buffers(conn, queue)
         in_held_set = await _room_buffers(conn, queue)
-        await conn.execute("UPDATE queues SET held_counted = false WHERE id = %s", (queue.id,))
-        in_jobs = await _room_buffers(conn, queue)
+        in_jobs = await _jobs_count_buffers(conn, project)
     finally:
         await holder.rollback()
         await holder.close()
@@ -259,7 +238,7 @@ async def test_under_a_held_xid_the_count_reads_only_the_last_rotations_rows(
     assert in_held_set < 20, in_held_set
 
 
-async def test_the_room_count_reads_the_held_set_once_complete(conn: Conn) -> None:
+async def test_the_room_count_reads_the_held_set(conn: Conn) -> None:
     """A held row counts against the limit, whatever `jobs` says: the count reads job_held."""
     project, queue, worker = await _queue(conn, "counted", 3)
     await _enqueue(conn, project, queue, 3)
@@ -359,27 +338,6 @@ async def test_a_count_that_waits_for_a_rotation_sees_the_rows_it_moved(
         await rotator.rollback()
         await rotator.close()
     assert await _held_rows(conn, queue) == {j.id for j in held}
-
-
-@HORIZON
-async def test_a_fill_while_another_runs_does_nothing(db_url: str, conn: Conn) -> None:
-    """Two fills at once would each copy the same held jobs, and the queue would count them
-    twice for as long as they run."""
-    project, queue, worker = await _queue(conn, "twice", None)
-    await _enqueue(conn, project, queue, 3)
-    await claim.claim_batch(conn, queue, worker, 3, lease_s=30, start=True)
-    await conn.execute("UPDATE queues SET max_concurrency = 5 WHERE id = %s", (queue.id,))
-    await claim.keep_held(conn)
-    other = await connect(db_url)
-    try:
-        await other.execute("SELECT pg_advisory_xact_lock(hashtext('jobyard.job_held_fill'))")
-        await claim.keep_held(conn)
-        assert await _state(conn, queue) == {"held_counted": False, "fill_started": True}
-    finally:
-        await other.rollback()
-        await other.close()
-    await _fill(conn, queue)
-    assert len(await _held_rows(conn, queue)) == 3
 
 
 async def test_an_enqueue_does_not_wait_for_a_limited_queue_s_claim_lock(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
@@ -208,38 +209,54 @@ def _from_position_and_full(
     return positioned, full
 
 
+def _reap_buffers(conn: SyncConn, now: Any, since: Any) -> tuple[int, list[tuple[Any, Any]]]:
+    params = {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3,
+              "suspect_delay_s": 10.0, "now": now, "since": since}  # fmt: skip
+    explained = _explain(conn, "lease_reap", params, generic=False)
+    scans = [
+        (n.get("Node Type"), n.get("Index Name"))
+        for n in _nodes(explained["Plan"])
+        if n.get("Relation Name") == "jobs"
+        and "Scan" in str(n.get("Node Type"))
+        and n.get("Actual Loops", 0) > 0
+    ]
+    return _buffers(explained), scans
+
+
 @pytest.mark.parametrize("bloated", ["held"], indirect=True)
-def test_a_reaper_pass_from_its_position_does_not_walk_the_runs_of_the_hold(
+def test_a_reaper_pass_reads_the_held_set_not_the_runs_of_the_hold(
     bloated: tuple[str, dict[str, Any]],
 ) -> None:
-    """The scheduler's reaper (scheduler.reaper.ReapPosition): a pass that starts from the last
-    complete pass's cutoff reads the leases that expired since, not the dead entry of every run
-    since the hold began, and its UPDATE finds the jobs by key, not by walking jobs_held_idx.
-    A full pass still walks them: that is why it runs only now and then."""
+    """The scheduler's reaper finds its candidates in the held set (migration 0029) and reads
+    each by key. The 20,000 runs of the hold left a dead row each in job_held too, which a pass
+    walks until the rotation truncates their partition (the workers rotate once a second);
+    after it, a pass reads a few pages, from its position or in full, however long the hold."""
     url, _ = bloated
-    with connect_sync(url) as conn:
+    with connect_sync(url, autocommit=True) as conn:
         found = conn.execute("SELECT now() + interval '2 hours' AS t").fetchone()
         assert found is not None
         now = found["t"]  # every lease of the fixture (an hour long) has expired by then
-        params = {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3,
-                  "suspect_delay_s": 10.0, "now": now}  # fmt: skip
-        positioned, _ = _from_position_and_full(
-            conn, "lease_reap", params, now - timedelta(minutes=1), generic=False
-        )
-    # Nothing expired since the position: a descent of the index per queue (8 buffers when
-    # written); walking the 20,000 dead entries, in the lookup or in the UPDATE, reads 400+.
-    assert _buffers(positioned) <= 100, _buffers(positioned)
-    scans = [
-        (n.get("Node Type"), n.get("Index Name"), n.get("Index Cond"))
-        for n in _nodes(positioned["Plan"])
-        if n.get("Relation Name") == "jobs"
-        and n.get("Index Name") == "jobs_held_idx"
-        # Executed only: the poison-pill check of an expired job (another held job of its
-        # worker) may be planned on this index too (PostgreSQL 15), and runs for none here.
-        and n.get("Actual Loops", 0) > 0
-    ]
-    # Only the per-queue range from the position, never a walk of the index without one.
-    assert scans and all("lock_expires_at >=" in str(cond) for _, _, cond in scans), scans
+        # From a position past those leases the pass takes nothing: what it reads is its walk.
+        since = now - timedelta(minutes=1)
+        before, _ = _reap_buffers(conn, now, since)
+        deadline = time.monotonic() + 20.0
+        outcomes: list[str] = []
+        while time.monotonic() < deadline and _reap_buffers(conn, now, since)[0] > 100:
+            row = conn.execute("SELECT job_held_rotate(20, 1000) AS outcome").fetchone()
+            assert row is not None
+            outcomes.append(str(row["outcome"]))
+            time.sleep(0.1)
+        after, _ = _reap_buffers(conn, now, since)
+        # A full pass takes the fixture's ten held jobs back (the reads and writes of ten).
+        full, full_scans = _reap_buffers(conn, now, None)
+    print(f"reaper pass buffers: {before} before the rotations, {after} after; a full pass "
+          f"{full}; rotations {outcomes.count('rotated')}")  # fmt: skip
+    assert before > 100, before  # the hold's dead rows are there to be walked at first
+    assert "rotated" in outcomes, outcomes
+    assert after <= 100, after
+    assert full <= 300, full
+    # Every held job read by key; no walk of jobs.
+    assert full_scans and all(index == "jobs_pkey" for _, index in full_scans), full_scans
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,7 @@ async def rotate_ready(
     scheduler call it about once a second.
 
     Then, each in its own short transaction (an ANALYZE must not lengthen the rotation's
-    exclusive lock), the held set of limited queues is kept (`keep_held`) and the partitions
+    exclusive lock), the held set is rotated too (`keep_held`) and the partitions
     that received a backlog are analyzed (`refresh_ready_stats`). `conn` must be in autocommit
     mode.
     """
@@ -209,16 +209,9 @@ async def rotate_ready(
 async def keep_held(
     conn: Conn, *, wait_ms: int = ROTATE_WAIT_MS, held_ms: int = ROTATE_HELD_MS
 ) -> str:
-    """Rotate job_held, the held jobs of limited queues that their claims count (migration
-    0022), as `rotate_ready` rotates job_ready, and complete the set of any queue whose limit was
-    set while it had held jobs (`job_held_fill`: two calls apart, once the transactions that
-    might have claimed without a row have ended). Returns the rotation's outcome. Cheap when
-    no queue has a limit: the set is empty on disk and no queue waits for a fill.
-
-    `conn` must be in autocommit mode: the fill's transaction id must be newer than the limits
-    it reads."""
+    """Rotate job_held, the held jobs of every queue (migrations 0022, 0029), as
+    `rotate_ready` rotates job_ready; returns the rotation's outcome."""
     row = await run.one(conn, "job_claim_rotate_held", {"wait_ms": wait_ms, "held_ms": held_ms})
-    await run.one(conn, "job_claim_fill_held", {})
     return str(row["outcome"]) if row else "clean"
 
 

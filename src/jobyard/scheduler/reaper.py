@@ -6,9 +6,10 @@ could heartbeat while the database was away, so leases that expired meanwhile ar
 death until live workers have had a full lease to extend them.
 
 It keeps a position (`PassPosition`, scheduler/position.py): once a pass has taken back every
-expired lease, the next looks only at leases that expired since, less a few seconds. Under a held
-xmin horizon jobs_held_idx keeps an entry for every run since the hold began, and a pass from the
-start walks them all, every pass (docs/DATABASE.md, "The scheduler's passes keep a position"). A
+expired lease, the next takes only leases that expired since, less a few seconds. It was made
+when the candidates came from a partial index of held jobs on `jobs`, whose dead entries a held
+xmin horizon kept, so that a pass walked them all (docs/DATABASE.md, "The scheduler's passes keep
+a position"); since migration 0029 they come from the held set, which rotation keeps small. A
 full pass, at start, after an outage and every `full_every_s` (or 20 times its own last duration),
 takes back what the position passed over: a lease skipped while another session held its row, which
 then let go without extending it.

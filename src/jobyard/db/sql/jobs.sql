@@ -344,16 +344,11 @@ WHERE NOT %(solo)s
 SELECT job_ready_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
 
 -- name: job_claim_rotate_held
--- The same for the held set of limited queues (migration 0022): its partition that becomes
--- current next keeps only the rows of jobs still held, moved, and is then TRUNCATEd.
+-- The same for the held set, every queue's held jobs (migrations 0022, 0029): its partition
+-- that becomes current next keeps only the rows of jobs still held, moved, and is then
+-- TRUNCATEd.
 -- explain: {"wait_ms": 20, "held_ms": 1000}
 SELECT job_held_rotate(%(wait_ms)s, %(held_ms)s) AS outcome
-
--- name: job_claim_fill_held
--- Complete the held set of each queue whose limit was set while it had held jobs; how many
--- were completed. Outside any transaction: see job_held_fill (migration 0022).
--- explain: {}
-SELECT job_held_fill() AS filled
 
 -- name: job_claim_horizon_held
 -- Whether a transaction older than held_s holds this database's xmin horizon back: then neither
@@ -409,17 +404,14 @@ FOR NO KEY UPDATE
 -- name: job_claim_room
 -- Free slots under the queue's max_concurrency, counted after the queue row lock is held.
 -- A limit removed since the caller read it leaves room for all n (never NULL). The held jobs
--- are counted in job_held once the queue's set there is complete (migration 0022): under a held
--- xmin horizon jobs_held_idx keeps a dead entry for every job run since, and a count there
--- walks them all, while job_held's rotation drops them within three slot periods. The count
--- there is job_held_count, an index-only scan that marks the entries of finished jobs' rows dead
--- so the next count steps over them (a bitmap scan fetched each again: migration 0023).
+-- are counted in the held set, job_held (migrations 0022, 0029): under a held xmin horizon a
+-- partial index of held jobs on `jobs` kept a dead entry for every job run since, and a count
+-- there walked them all, while job_held's rotation drops them within three slot periods. The
+-- count is job_held_count, an index-only scan that marks the entries of finished jobs' rows
+-- dead so the next count steps over them (a bitmap scan fetched each again: migration 0023).
 -- explain: {"n": 10}
-SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - CASE
-           WHEN q.held_counted THEN job_held_count(q.id)
-           ELSE (SELECT count(*) FROM jobs j
-                 WHERE j.queue_id = q.id AND j.status IN ('claimed', 'running'))
-           END, %(n)s))) AS room
+SELECT greatest(0, least(%(n)s, coalesce(q.max_concurrency - job_held_count(q.id), %(n)s)))
+           AS room
 FROM queues q WHERE q.id = %(queue_id)s AND NOT q.is_paused
 
 -- name: job_start_many
@@ -443,10 +435,10 @@ WITH finished AS (
     WHERE j.id = t.id AND j.execution_seq = t.seq AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
       -- status::text and worker_id IS NOT DISTINCT FROM, here and in every write by job id:
       -- written plainly, they let the planner scan a partial index instead of the key (an
-      -- enum test matches jobs_held_idx's predicate, and any strict test of worker_id proves
-      -- jobs_worker_idx's IS NOT NULL). Statistics call running jobs rare, but under a held
-      -- xmin jobs_held_idx keeps every job that has run since: a 10-minute hold made this a
-      -- 20,000-buffer scan and stalled the workers. Statistics taken before a drain call
+      -- enum test matched the predicate of the partial index of held jobs that migration 0029
+      -- dropped, and any strict test of worker_id proves jobs_worker_idx's IS NOT NULL). Under
+      -- a held xmin that index kept every job that had run since: a 10-minute hold made this
+      -- a 20,000-buffer scan and stalled the workers. Statistics taken before a drain call
       -- every worker_id NULL, but jobs_worker_idx holds every job the worker has finished:
       -- 39 ms a completion by the end of a 100,000-job drain. The parameter is never NULL.
       -- (docs/DATABASE.md, tests/db/test_hot_path_plans.py)

@@ -38,9 +38,9 @@ SELECT queue_id, promoted FROM per_queue
 -- worker_ids (declared dead): requeue with the attempt refunded, dead-letter a poison pill, or
 -- finish as cancelled a job whose cancel was requested (nobody is left to deliver it).
 -- One statement per batch; a heartbeat or completion that locks the row first wins. With
--- `since`, only leases that expired at or after it are looked at (the reaper's position: under a
--- held xmin horizon jobs_held_idx keeps an entry for every run since the hold began, which a
--- scan from the start walks again on every pass; docs/DATABASE.md); NULL looks at all.
+-- `since`, only leases that expired at or after it are taken (the reaper's position); NULL
+-- takes all. Candidates come from the held set, job_held (migration 0029): its dead rows go
+-- with each rotation, so a held xmin horizon cannot make this walk grow (docs/DATABASE.md).
 -- explain: {"batch": 500, "grace_s": 0.0, "worker_ids": [], "poison_threshold": 3, "suspect_delay_s": 10.0, "now": null, "since": null}
 WITH expired AS MATERIALIZED (
     -- SKIP LOCKED: a row a heartbeat/complete is writing is left alone this pass. Under READ
@@ -54,9 +54,8 @@ WITH expired AS MATERIALIZED (
            -- nothing else (no other held job, no other run lost with it, even one reaped in an
            -- earlier pass because its lease ran out first). Anyone else who shared the worker
            -- becomes a suspect instead, which the claim runs alone next time (docs/WORKER.md).
-           (NOT EXISTS (SELECT 1 FROM jobs o
-                        WHERE o.worker_id = j.worker_id AND o.id <> j.id
-                          AND o.status IN ('claimed', 'running'))
+           (NOT EXISTS (SELECT 1 FROM job_held o
+                        WHERE o.worker_id = j.worker_id AND o.job_id <> j.id)
             AND NOT EXISTS (SELECT 1 FROM job_executions e
                             WHERE e.worker_id = j.worker_id AND e.job_id <> j.id
                               AND e.outcome = 'lease_lost')) AS alone,
@@ -64,23 +63,24 @@ WITH expired AS MATERIALIZED (
            (j.cancel_requested_at IS NOT NULL) AS cancelled,
            (j.worker_id = ANY(%(worker_ids)s::bigint[])) AS worker_dead
     FROM jobs j
-    -- Candidates by key: expired leases per queue, a range of jobs_held_idx (queue_id,
-    -- lock_expires_at) from `since` on, and the dead workers' jobs through jobs_worker_idx. A
-    -- test of j.status written plainly would let the planner walk jobs_held_idx whole instead.
+    -- Candidates by key: the held set's jobs (bounded by the workers' capacity) whose lease
+    -- expired, each read by key, and the dead workers' held jobs by job_held_worker_idx.
     WHERE j.id = ANY (ARRAY(
-              SELECT c.id
-              FROM queues q
-              CROSS JOIN LATERAL (
-                  SELECT x.id FROM jobs x
-                  WHERE x.queue_id = q.id AND x.status IN ('claimed', 'running')
-                    AND x.lock_expires_at >= coalesce(%(since)s::timestamptz, '-infinity')
-                    AND x.lock_expires_at
-                        < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
+              SELECT c.job_id
+              FROM (
+                  -- A scalar subquery, not a join: a freshly truncated partition has no
+                  -- statistics, and a join could be planned as a scan of all of jobs.
+                  -- OFFSET 0 keeps it one lookup a row.
+                  SELECT h.job_id,
+                         (SELECT x.lock_expires_at FROM jobs x WHERE x.id = h.job_id) AS lease
+                  FROM job_held h
+                  OFFSET 0
               ) c
+              WHERE c.lease < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
+                AND c.lease >= coalesce(%(since)s::timestamptz, '-infinity')
               UNION ALL
-              SELECT d.id FROM jobs d
-              WHERE d.worker_id = ANY(%(worker_ids)s::bigint[])
-                AND d.status IN ('claimed', 'running')))
+              SELECT d.job_id FROM job_held d
+              WHERE d.worker_id = ANY(%(worker_ids)s::bigint[])))
       -- Re-checked on the locked row (READ COMMITTED re-evaluates it on the newest version).
       AND j.status::text IN ('claimed', 'running')
       AND (j.lock_expires_at < coalesce(%(now)s, now()) - make_interval(secs => %(grace_s)s)
@@ -123,9 +123,8 @@ WITH expired AS MATERIALIZED (
         updated_at = coalesce(%(now)s, now())
     FROM judged x
     -- Re-check on the locked row (belt and braces with the FOR UPDATE re-evaluation above).
-    -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup, and so does status::text:
-    -- written plainly, the status test matched jobs_held_idx's predicate and the planner walked
-    -- that index whole on every pass, even with nothing expired (docs/DATABASE.md).
+    -- The ANY(ARRAY(...)) keeps the jobs side a primary-key lookup, and so does status::text
+    -- (written plainly, a status test can match a partial index's predicate).
     WHERE j.id = ANY (ARRAY(SELECT id FROM judged)) AND j.id = x.id
       AND j.status::text IN ('claimed', 'running')
       AND j.execution_seq = x.execution_seq
@@ -251,8 +250,7 @@ WITH doomed AS MATERIALIZED (
     WHERE w.status IN ('stopped', 'dead')
       AND w.stopped_at < coalesce(%(now)s, now()) - make_interval(secs => %(age_s)s)
       -- A dead worker's jobs wait for the reaper, which records the run with its worker.
-      AND NOT EXISTS (SELECT 1 FROM jobs j
-                      WHERE j.worker_id = w.id AND j.status IN ('claimed', 'running'))
+      AND NOT EXISTS (SELECT 1 FROM job_held h WHERE h.worker_id = w.id)
     ORDER BY w.stopped_at
     LIMIT %(batch)s
     FOR UPDATE OF w SKIP LOCKED

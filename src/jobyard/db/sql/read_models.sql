@@ -159,10 +159,8 @@ SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.s
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        coalesce(h.n, 0) AS in_flight
 FROM workers w
--- Held jobs are few (bounded by capacity) and jobs_held_idx holds exactly them.
-LEFT JOIN (SELECT j.worker_id, count(*) AS n FROM jobs j
-           WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')
-           GROUP BY j.worker_id) h ON h.worker_id = w.id
+-- Held jobs are few (bounded by capacity) and the held set (job_held) holds exactly them.
+LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
 WHERE w.project_id = %(project_id)s
   AND (%(before_id)s::bigint IS NULL OR w.id < %(before_id)s::bigint)
   AND (%(statuses)s::worker_status[] IS NULL OR w.status = ANY(%(statuses)s::worker_status[]))
@@ -173,9 +171,7 @@ LIMIT %(limit)s
 -- One worker of a project with its in-flight count.
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       (SELECT count(*) FROM jobs j
-        WHERE j.project_id = %(project_id)s AND j.worker_id = w.id
-          AND j.status IN ('claimed', 'running')) AS in_flight
+       (SELECT count(*) FROM job_held s WHERE s.worker_id = w.id) AS in_flight
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 
@@ -285,8 +281,8 @@ ORDER BY q.name
 SELECT count(*) FILTER (WHERE w.status = 'active') AS active,
        count(*) FILTER (WHERE w.status = 'draining') AS draining,
        coalesce(sum(w.concurrency) FILTER (WHERE w.status = 'active'), 0) AS capacity,
-       (SELECT count(*) FROM jobs j
-        WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')) AS in_flight
+       (SELECT count(*) FROM job_held s JOIN queues q ON q.id = s.queue_id
+        WHERE q.project_id = %(project_id)s) AS in_flight
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
 
@@ -332,9 +328,9 @@ ORDER BY o.slug, p.slug, q.name
 -- Live workers per project and status, with their capacity and held jobs.
 -- explain: {}
 WITH held AS (
-    SELECT j.worker_id, count(*) AS n FROM jobs j
-    WHERE j.status IN ('claimed', 'running') AND j.worker_id IS NOT NULL
-    GROUP BY j.worker_id
+    SELECT s.worker_id, count(*) AS n FROM job_held s
+    WHERE s.worker_id IS NOT NULL
+    GROUP BY s.worker_id
 )
 SELECT o.slug AS org, p.slug AS project, w.status, count(*) AS workers,
        coalesce(sum(w.concurrency), 0) AS capacity,

@@ -13,14 +13,16 @@ FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 
 -- name: read_worker_held_jobs
--- Jobs a worker holds now (claimed or running), bounded by its capacity.
+-- Jobs a worker holds now (claimed or running), bounded by its capacity: found in the held
+-- set, each read by key (status::text: by key, see job_complete_many).
 -- explain: {"worker_id": 1, "held_shown": 500}
 SELECT j.id, q.name AS queue, j.handler, j.status, j.attempt, j.max_attempts, j.claimed_at,
        j.started_at, j.lock_expires_at, j.execution_seq
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
-WHERE j.project_id = %(project_id)s AND j.worker_id = %(worker_id)s
-  AND j.status IN ('claimed', 'running')
+WHERE j.id = ANY (ARRAY(SELECT s.job_id FROM job_held s WHERE s.worker_id = %(worker_id)s))
+  AND j.project_id = %(project_id)s AND j.worker_id IS NOT DISTINCT FROM %(worker_id)s
+  AND j.status::text IN ('claimed', 'running')
 ORDER BY j.claimed_at, j.id
 LIMIT %(held_shown)s
 
@@ -46,15 +48,14 @@ SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.s
            AS uptime_s,
        coalesce(h.n, 0) AS in_flight
 FROM workers w
-LEFT JOIN (SELECT j.worker_id, count(*) AS n FROM jobs j
-           WHERE j.project_id = %(project_id)s AND j.status IN ('claimed', 'running')
-           GROUP BY j.worker_id) h ON h.worker_id = w.id
+LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
 WHERE w.project_id = %(project_id)s
 ORDER BY (w.status IN ('active', 'draining')) DESC, w.id DESC
 LIMIT %(limit)s
 
 -- name: read_worker_in_flight
--- How many jobs a worker holds (only asked when more are held than the page lists).
-SELECT count(*) AS n FROM jobs j
-WHERE j.project_id = %(project_id)s AND j.worker_id = %(worker_id)s
-  AND j.status IN ('claimed', 'running')
+-- How many jobs a worker of this project holds (only asked when more are held than the page
+-- lists): the held set's rows of the worker.
+SELECT count(*) AS n FROM job_held s
+WHERE s.worker_id = %(worker_id)s
+  AND EXISTS (SELECT 1 FROM workers w WHERE w.id = %(worker_id)s AND w.project_id = %(project_id)s)

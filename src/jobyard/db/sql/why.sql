@@ -6,9 +6,8 @@ SELECT coalesce(%(now)s, now()) AS now,
        j.max_attempts, j.execution_seq, j.last_error, j.worker_id, j.lock_expires_at,
        j.cancel_requested_at, j.cancel_reason, j.finished_at,
        q.name AS queue, q.is_paused, q.max_concurrency,
-       -- Held jobs are bounded by capacity and jobs_held_idx holds exactly them.
-       (SELECT count(*) FROM jobs h
-        WHERE h.queue_id = j.queue_id AND h.status IN ('claimed', 'running')) AS in_flight,
+       -- The held set (job_held) holds exactly the held jobs, bounded by capacity.
+       (SELECT count(*) FROM job_held h WHERE h.queue_id = j.queue_id) AS in_flight,
        -- Live: active and heard from within stale_s (the sweeper marks the silent ones dead later).
        (SELECT count(*) FROM workers w
         WHERE w.project_id = j.project_id AND w.status = 'active' AND q.name = ANY(w.queues)
@@ -34,9 +33,11 @@ WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 -- name: why_slot_holders
 -- The jobs holding a queue's concurrency slots (oldest lease first), for "queue at its limit".
 -- explain: {"limit": 10}
+-- Found in the held set, each read by key (status::text: by key, see job_complete_many).
 SELECT h.id, h.worker_id, h.status::text AS status, h.lock_expires_at
 FROM jobs h
-WHERE h.queue_id = %(queue_id)s AND h.status IN ('claimed', 'running')
+WHERE h.id = ANY (ARRAY(SELECT s.job_id FROM job_held s WHERE s.queue_id = %(queue_id)s))
+  AND h.status::text IN ('claimed', 'running')
 ORDER BY h.lock_expires_at, h.id
 LIMIT %(limit)s
 
