@@ -18,7 +18,7 @@ import pytest
 from jobyard.core import claim, enqueue, transitions
 from jobyard.core.claim import queues_by_names
 from jobyard.core.maintenance import reap_expired_leases
-from jobyard.db import run
+from jobyard.db import migrate, run
 from jobyard.db.explain import plan_stats
 from jobyard.db.pool import Conn, connect
 from jobyard.db.queries import sql
@@ -171,8 +171,20 @@ async def test_the_rotation_moves_held_rows_and_drops_the_rows_of_jobs_no_longer
         outcomes[await claim.keep_held(conn)] += 1
         await asyncio.sleep(0.1)
     assert outcomes["rotated"] >= 1, outcomes
-    assert await _held_rows(conn, queue) == {j.id for j in held}
+    assert await _held_workers(conn, queue) == {j.id: worker for j in held}
     assert await _room(conn, queue) == 7
+
+
+async def test_the_migration_gives_every_held_job_its_row(db_url: str, conn: Conn) -> None:
+    """Before migration 0029 only a limited queue's claims wrote rows: a deployment upgraded with
+    jobs in flight on a queue without a limit must find them in the set, with their worker."""
+    project, queue, worker = await _queue(conn, "upgraded", None)
+    await _enqueue(conn, project, queue, 3)
+    migrate.downgrade(db_url, "0028")
+    claimed = await claim.claim_batch(conn, queue, worker, 2, lease_s=30, start=True)
+    assert await _held_rows(conn, queue) == set()
+    migrate.upgrade(db_url)
+    assert await _held_workers(conn, queue) == {j.id: worker for j in claimed}
 
 
 async def _room_buffers(conn: Conn, queue: QueueRef) -> int:
