@@ -381,21 +381,20 @@ async def test_the_prunes_find_a_workers_and_a_batchs_jobs_through_an_index(conn
     )
     await conn.execute("ANALYZE jobs")
 
-    async def indexes(query: str, params: dict[str, Any]) -> set[str]:
+    async def planned(query: str, params: dict[str, Any], key: str) -> set[str]:
+        """The `key` ("Index Name", "Relation Name") of every node of the query's plan."""
         cur = await conn.execute("EXPLAIN (FORMAT JSON) " + query, params)  # type: ignore[arg-type]
         row = await cur.fetchone()
         assert row is not None
         plan = row["QUERY PLAN"]
         plan = json.loads(plan) if isinstance(plan, str) else plan
-        return {n["Index Name"] for n in plan_nodes(plan[0]["Plan"]) if "Index Name" in n}
+        return {n[key] for n in plan_nodes(plan[0]["Plan"]) if key in n}
+
+    async def indexes(query: str, params: dict[str, Any]) -> set[str]:
+        return await planned(query, params, "Index Name")
 
     async def relations(query: str, params: dict[str, Any]) -> set[str]:
-        cur = await conn.execute("EXPLAIN (FORMAT JSON) " + query, params)  # type: ignore[arg-type]
-        row = await cur.fetchone()
-        assert row is not None
-        plan = row["QUERY PLAN"]
-        plan = json.loads(plan) if isinstance(plan, str) else plan
-        return {n["Relation Name"] for n in plan_nodes(plan[0]["Plan"]) if "Relation Name" in n}
+        return await planned(query, params, "Relation Name")
 
     nulling = "UPDATE jobs SET worker_id = NULL WHERE worker_id = ANY (ARRAY[%(w)s::bigint])"
     assert "jobs_worker_idx" in await indexes(nulling, {"w": worker["id"]})

@@ -1,43 +1,14 @@
 -- Experiment (docs/BENCHMARKS.md, "HOT claim and completion"): a HOT claim. No index of jobs
 -- names status, worker_id or lock_expires_at; fillfactor 40 leaves each claimed row room on its
--- page; the held set (job_held) holds every held job, with its worker. Not a migration.
+-- page. Not a migration. Applies to the schema of migration 0029 on, whose held set (job_held)
+-- holds every held job with its worker: the experiment's first step, made a migration.
 ALTER TABLE jobs ADD COLUMN cold_status job_status GENERATED ALWAYS AS (
     CASE WHEN status IN ('waiting', 'scheduled', 'done', 'dead_letter', 'cancelled') THEN status END
 ) STORED;
 DROP INDEX jobs_project_status_idx;
-DROP INDEX jobs_held_idx;
 DROP INDEX jobs_worker_idx;
 DROP INDEX jobs_scheduled_idx;
 CREATE INDEX jobs_cold_status_idx ON jobs (project_id, cold_status, id DESC) INCLUDE (queue_id, run_at)
     WHERE cold_status IS NOT NULL;
 CREATE INDEX jobs_due_idx ON jobs (run_at) WHERE cold_status = 'scheduled';
 ALTER TABLE jobs SET (fillfactor = 40);
-ALTER TABLE job_held ADD COLUMN worker_id bigint;
-CREATE INDEX job_held_worker_idx ON job_held (worker_id);
-CREATE OR REPLACE FUNCTION jobs_held_sync() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        TRUNCATE job_held;
-        RETURN NULL;
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        IF EXISTS (SELECT FROM gone WHERE status IN ('claimed', 'running')) THEN
-            DELETE FROM job_held h USING gone g WHERE h.job_id = g.id;
-        END IF;
-        RETURN NULL;
-    END IF;
-    IF EXISTS (SELECT FROM old_jobs WHERE status IN ('claimed', 'running'))
-       AND EXISTS (SELECT FROM new_jobs WHERE status NOT IN ('claimed', 'running')) THEN
-        DELETE FROM job_held h
-        WHERE h.job_id = ANY (ARRAY(SELECT n.id FROM new_jobs n WHERE n.status NOT IN ('claimed', 'running')));
-    END IF;
-    IF EXISTS (SELECT FROM new_jobs WHERE status IN ('claimed', 'running'))
-       AND EXISTS (SELECT FROM old_jobs WHERE status NOT IN ('claimed', 'running')) THEN
-        INSERT INTO job_held (slot, job_id, queue_id, worker_id)
-        SELECT (SELECT (last_value % 3)::smallint FROM job_held_ring), n.id, n.queue_id, n.worker_id
-        FROM new_jobs n
-        WHERE n.status IN ('claimed', 'running')
-          AND NOT EXISTS (SELECT FROM job_held h WHERE h.job_id = n.id);
-    END IF;
-    RETURN NULL;
-END $$;
