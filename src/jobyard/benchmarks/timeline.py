@@ -45,7 +45,7 @@ from jobyard.domain.schemas import BatchCreate, BatchItem
 
 SCENARIOS: Final = ("steady", "pressure", "burndown")
 # The families always shown: exact names, and a prefix for a design's partitioned tables (the
-# ready set; the held set of limited queues, shown only when the run wrote it).
+# ready set, the held set; each shown only when the run wrote it).
 NAMED: Final = ("jobs", "job_executions")
 PREFIXES: Final = ("job_ready", "job_held")
 # Any other table is hot when it is written at least once for every 20 jobs completed.
