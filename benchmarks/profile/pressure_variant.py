@@ -2,7 +2,7 @@
 migrated and on schema experiments, in turns at one offered rate (docs/BENCHMARKS.md).
 
     .venv/bin/python benchmarks/profile/pressure_variant.py \
-        --variant hot=hot_claim.sql,hot_completion.sql \
+        --variant hot=hot_completion.sql \
         [--turns 1] [--rate-fraction 0.8 | --rate N] [--baseline-s 60 --hold-s 300 --recovery-s 90]
 
 A variant's files are named as paths or by their names in benchmarks/profile/variants.

@@ -262,7 +262,7 @@ def test_a_reaper_pass_reads_the_held_set_not_the_runs_of_the_hold(
 @pytest.fixture(scope="module")
 def promoted_under_hold(pg_admin_url: str, pg_template: str) -> Iterator[tuple[str, int]]:
     """PASSED_THROUGH scheduled jobs that left 'scheduled' while another session held an xid:
-    their entries in jobs_scheduled_idx are dead and cannot be removed."""
+    their entries in jobs_due_idx are dead and cannot be removed."""
     from jobyard.db import testing
 
     url = testing.create_clone(pg_admin_url, pg_template)
@@ -316,7 +316,7 @@ def test_a_promoter_pass_from_its_position_does_not_walk_the_promotions_of_the_h
     scans = [
         n.get("Index Cond")
         for n in _nodes(positioned["Plan"])
-        if n.get("Relation Name") == "jobs" and n.get("Index Name") == "jobs_scheduled_idx"
+        if n.get("Relation Name") == "jobs" and n.get("Index Name") == "jobs_due_idx"
     ]
     # The position is a bound of the index scan, not a filter over a walk from the start.
     assert scans and all("run_at >=" in str(cond) for cond in scans), scans

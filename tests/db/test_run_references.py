@@ -203,3 +203,35 @@ async def test_deleting_a_run_parent_outside_read_committed_is_refused(
     finally:
         await other.close()
     assert len(await _rows(conn, f"SELECT id FROM {parent}")) == 1
+
+
+async def test_deleting_a_worker_nulls_every_job_that_names_it(conn: Conn) -> None:
+    """No index of jobs names worker_id (a claim sets it, migration 0030): the null-out finds
+    the jobs the worker holds (job_held), the ones it ran (job_executions) and the ones written
+    with it otherwise (job_worker_refs). Each way in, one job."""
+    queue, worker, held = await _setup(conn)
+    w = worker["id"]
+    ran = await make_job(conn, queue=queue)
+    await conn.execute(
+        """UPDATE jobs SET status = 'running', worker_id = %s, execution_seq = 1, attempt = 1,
+                          claimed_at = now(), started_at = now(),
+                          lock_expires_at = now() + interval '1 minute'
+           WHERE id = %s""",
+        (w, held["id"]),
+    )
+    await conn.execute(
+        "UPDATE jobs SET status = 'done', worker_id = %s, finished_at = now() WHERE id = %s",
+        (w, ran["id"]),
+    )
+    await conn.execute(RUN + _run_row(1), {"job": ran["id"], "worker": w})
+    await conn.execute(
+        """INSERT INTO jobs (project_id, queue_id, handler, status, worker_id, finished_at)
+           VALUES (%s, %s, 'noop', 'done', %s, now())""",
+        (queue["project_id"], queue["id"], w),
+    )
+    rows = await _rows(conn, "SELECT id FROM jobs WHERE worker_id = %s", (w,))
+    assert len(rows) == 3  # held, ran, and the one inserted with it
+
+    await conn.execute("DELETE FROM workers WHERE id = %s", (w,))
+    assert await _rows(conn, "SELECT id FROM jobs WHERE worker_id IS NOT NULL") == []
+    assert await _rows(conn, "SELECT job_id FROM job_worker_refs") == []

@@ -145,5 +145,5 @@ async def test_promote_plan_reads_the_scheduled_index_without_sorting(conn: Conn
     plan = row["QUERY PLAN"]
     plan = json.loads(plan) if isinstance(plan, str) else plan
     nodes = plan_nodes(plan[0]["Plan"])
-    assert any(n.get("Index Name") == "jobs_scheduled_idx" for n in nodes), nodes
+    assert any(n.get("Index Name") == "jobs_due_idx" for n in nodes), nodes
     assert "Sort" not in [n["Node Type"] for n in nodes]

@@ -4,7 +4,7 @@ empties the job_ready partition that becomes current next (claim.rotate_ready).
 
 It keeps a position (`PassPosition`, scheduler/position.py): once a pass has promoted every job
 due by its start, the next looks only at jobs due since, less a few seconds. Under a held xmin
-horizon jobs_scheduled_idx keeps a dead entry for every job promoted since the hold began, and a
+horizon jobs_due_idx keeps a dead entry for every job promoted since the hold began, and a
 pass from the start walks them all, every second (docs/DATABASE.md, "The scheduler's passes keep
 a position"). A full pass, at start, after an outage and every `full_every_s` (or 20 times its
 own last duration), promotes what the position passed over: a job whose enqueue committed more

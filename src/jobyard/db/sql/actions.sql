@@ -115,6 +115,8 @@ FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s
   AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s::bigint)
+  -- The group too: jobs_project_group_idx names it (migration 0030).
+  AND j.status_group = ANY (job_status_groups(%(statuses)s::job_status[]))
   AND j.status = ANY(%(statuses)s::job_status[])
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
   AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
@@ -148,6 +150,7 @@ SELECT count(*) AS n FROM (
     FROM jobs j
     JOIN queues q ON q.id = j.queue_id
     WHERE j.project_id = %(project_id)s
+      AND j.status_group = ANY (job_status_groups(%(statuses)s::job_status[]))
       AND j.status = ANY(%(statuses)s::job_status[])
       AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
       AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)

@@ -38,7 +38,8 @@ RETURNING *
 -- What stops a queue from being deleted: unfinished jobs, and schedules that fire into it.
 SELECT (SELECT count(*) FROM jobs j
         WHERE j.project_id = %(project_id)s AND j.queue_id = %(queue_id)s
-          AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running')) AS unfinished_jobs,
+          -- The status groups of waiting … running (migration 0030): by the group index.
+          AND j.status_group IN ('waiting', 'scheduled', 'queued')) AS unfinished_jobs,
        (SELECT count(*) FROM scheduled_jobs s
         WHERE s.project_id = %(project_id)s AND s.queue_id = %(queue_id)s) AS schedules
 
@@ -48,7 +49,7 @@ DELETE FROM queues q
 WHERE q.project_id = %(project_id)s AND q.id = %(queue_id)s
   AND NOT EXISTS (SELECT 1 FROM jobs j
                   WHERE j.project_id = q.project_id AND j.queue_id = q.id
-                    AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running'))
+                    AND j.status_group IN ('waiting', 'scheduled', 'queued'))
   AND NOT EXISTS (SELECT 1 FROM scheduled_jobs s WHERE s.queue_id = q.id)
 RETURNING q.id
 

@@ -238,7 +238,7 @@ WITH queue AS MATERIALIZED (
         updated_at = coalesce(%(now)s, statement_timestamp())
     -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked
     -- (rows come back in id order). The rows were locked above while still queued; a status
-    -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
+    -- test here would let PostgreSQL 18 skip-scan jobs_project_group_idx in id DESC order.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
     -- run_at (with priority and id) is the claim position of the last job claimed.
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
@@ -320,7 +320,7 @@ WITH queue AS MATERIALIZED (
         updated_at = coalesce(%(now)s, statement_timestamp())
     -- = ANY(ARRAY(...)) keeps this a primary-key lookup whatever the planner thinks of picked
     -- (rows come back in id order). The rows were locked above while still queued; a status
-    -- test here would let PostgreSQL 18 skip-scan jobs_project_status_idx in id DESC order.
+    -- test here would let PostgreSQL 18 skip-scan jobs_project_group_idx in id DESC order.
     WHERE j.id = ANY (ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM suspect))
     -- run_at (with priority and id) is the claim position of the last job claimed.
     RETURNING j.id, j.project_id, j.queue_id, j.handler, j.payload, j.priority, j.attempt,
@@ -436,11 +436,12 @@ WITH finished AS (
       -- status::text and worker_id IS NOT DISTINCT FROM, here and in every write by job id:
       -- written plainly, they let the planner scan a partial index instead of the key (an
       -- enum test matched the predicate of the partial index of held jobs that migration 0029
-      -- dropped, and any strict test of worker_id proves jobs_worker_idx's IS NOT NULL). Under
-      -- a held xmin that index kept every job that had run since: a 10-minute hold made this
-      -- a 20,000-buffer scan and stalled the workers. Statistics taken before a drain call
-      -- every worker_id NULL, but jobs_worker_idx holds every job the worker has finished:
-      -- 39 ms a completion by the end of a 100,000-job drain. The parameter is never NULL.
+      -- dropped, and any strict test of worker_id proved the IS NOT NULL of jobs_worker_idx,
+      -- which migration 0030 dropped). Under a held xmin that index kept every job that had
+      -- run since: a 10-minute hold made this a 20,000-buffer scan and stalled the workers.
+      -- Statistics taken before a drain called every worker_id NULL, but the worker index held
+      -- every job the worker had finished: 39 ms a completion by the end of a 100,000-job
+      -- drain. The parameter is never NULL.
       -- (docs/DATABASE.md, tests/db/test_hot_path_plans.py)
       AND j.status::text = 'running'
     RETURNING j.id, j.execution_seq, j.attempt, j.worker_id, j.started_at

@@ -2,15 +2,15 @@
 -- Move up to `batch` due scheduled jobs (delayed enqueues, retries) to queued; NOTIFY each
 -- queue once. Racing promoters skip each other's rows, so each job is promoted once. With
 -- `since`, only jobs due at or after it are looked at (the promoter's position: under a held
--- xmin horizon jobs_scheduled_idx keeps a dead entry for every job promoted since the hold
--- began, which a scan from the start walks on every pass; docs/DATABASE.md); NULL looks at all.
+-- xmin horizon jobs_due_idx keeps a dead entry for every job promoted since the hold began,
+-- which a scan from the start walks on every pass; docs/DATABASE.md); NULL looks at all.
 -- explain: {"batch": 1000, "now": null, "since": null}
 WITH due AS MATERIALIZED (
-    -- jobs_scheduled_idx (run_at) WHERE status = 'scheduled' supplies this order: no sort,
+    -- jobs_due_idx (run_at) WHERE status_group = 'scheduled' supplies this order: no sort,
     -- and the lower bound is an index condition, so the scan starts at the position.
     SELECT j.id
     FROM jobs j
-    WHERE j.status = 'scheduled' AND j.run_at <= coalesce(%(now)s, now())
+    WHERE j.status_group = 'scheduled' AND j.run_at <= coalesce(%(now)s, now())
       AND j.run_at >= coalesce(%(since)s::timestamptz, '-infinity')
     ORDER BY j.run_at
     LIMIT %(batch)s
@@ -19,7 +19,7 @@ WITH due AS MATERIALIZED (
     UPDATE jobs j
     SET status = 'queued', updated_at = coalesce(%(now)s, now())
     -- = ANY(ARRAY(...)): a primary-key lookup whatever the planner estimates for `due`, and
-    -- so is status::text: written plainly, the status test matched jobs_scheduled_idx's
+    -- so is status::text: written plainly, a status test matched the due index's
     -- predicate and the generic plan walked that index whole (every dead entry of a held
     -- horizon) instead of the key. Compare-and-set: only a job still scheduled is promoted (a
     -- cancel may have won).
@@ -240,7 +240,7 @@ WHERE c.bucket = d.bucket AND c.window_start = d.window_start
 -- name: retention_delete_workers
 -- Delete up to `batch` workers stopped or declared dead more than age_s ago that hold no job.
 -- Their heartbeats cascade; their jobs' and runs' worker_id is nulled (workers_null_refs()),
--- found through jobs_worker_idx and job_executions_worker_idx. Older than the jobs' retention
+-- found through what they held and ran (job_held, job_executions_worker_idx). Older than the jobs' retention
 -- by default, so most of what they ran is gone already and the nulling stays small.
 -- explain: {"batch": 100, "age_s": 1209600.0, "now": null}
 WITH doomed AS MATERIALIZED (

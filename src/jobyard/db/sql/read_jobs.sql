@@ -6,7 +6,9 @@ SELECT j.id, q.name AS queue, j.handler, j.status::text AS status, j.attempt, j.
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s
-  AND (%(status)s::job_status IS NULL OR j.status = %(status)s::job_status)
+  AND (%(status)s::job_status IS NULL
+       OR (j.status_group = job_status_group(%(status)s::job_status)
+           AND j.status = %(status)s::job_status))
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
 ORDER BY j.id DESC
 LIMIT %(limit)s

@@ -44,7 +44,10 @@ JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s
   -- Keyset, not OFFSET: rows inserted meanwhile get larger ids and never shift later pages.
   AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s::bigint)
-  AND (%(statuses)s::job_status[] IS NULL OR j.status = ANY(%(statuses)s::job_status[]))
+  -- The group as well as the status: jobs_project_group_idx names the group (migration 0030).
+  AND (%(statuses)s::job_status[] IS NULL
+       OR (j.status_group = ANY (job_status_groups(%(statuses)s::job_status[]))
+           AND j.status = ANY(%(statuses)s::job_status[])))
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
   AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
   -- A created_at window walks only its id range (read_job_id_at): no created_at index.
@@ -236,20 +239,35 @@ WHERE s.project_id = %(project_id)s AND s.id = %(schedule_id)s
 -- Per-queue depth by state (claimable vs scheduled kept apart), in flight, live capacity.
 -- explain: {}
 WITH live AS (
-    -- Only unfinished rows: jobs_project_status_idx serves this however many jobs are done.
+    -- Waiting and scheduled (their status_group is their status): an index-only scan of
+    -- jobs_project_group_idx, never the finished history.
     SELECT j.queue_id,
-           count(*) FILTER (WHERE j.status = 'queued') AS queued,
-           count(*) FILTER (WHERE j.status = 'scheduled') AS scheduled,
-           count(*) FILTER (WHERE j.status = 'scheduled'
+           count(*) FILTER (WHERE j.status_group = 'scheduled') AS scheduled,
+           count(*) FILTER (WHERE j.status_group = 'scheduled'
                              AND j.run_at <= coalesce(%(now)s, now())) AS scheduled_due,
-           count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
-           count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
-           count(*) FILTER (WHERE j.status = 'running') AS running,
-           min(j.run_at) FILTER (WHERE j.status = 'queued') AS oldest_queued_run_at
+           count(*) FILTER (WHERE j.status_group = 'waiting') AS waiting
     FROM jobs j
-    WHERE j.project_id = %(project_id)s
-      AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running')
+    WHERE j.project_id = %(project_id)s AND j.status_group IN ('waiting', 'scheduled')
     GROUP BY j.queue_id
+), ready AS (
+    -- Queued: the ready set holds exactly them (index-only, job_ready_N_claim_idx).
+    SELECT r.queue_id, count(*) AS queued, min(r.run_at) AS oldest_queued_run_at
+    FROM job_ready r
+    JOIN queues q ON q.id = r.queue_id
+    WHERE q.project_id = %(project_id)s
+    GROUP BY r.queue_id
+), held AS (
+    -- Claimed and running: the held set, each job's status read by key (a scalar subquery:
+    -- never a join the planner could make a scan of jobs; ::text, see job_complete_many).
+    SELECT s.queue_id,
+           count(*) FILTER (WHERE s.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE s.status = 'running') AS running
+    FROM (SELECT h.queue_id,
+                 (SELECT j.status::text FROM jobs j WHERE j.id = h.job_id) AS status
+          FROM job_held h
+          JOIN queues q ON q.id = h.queue_id
+          WHERE q.project_id = %(project_id)s) s
+    GROUP BY s.queue_id
 ), letters AS (
     SELECT d.queue_id, count(*) AS dead_letters
     FROM dead_letter_jobs d
@@ -257,14 +275,14 @@ WITH live AS (
     GROUP BY d.queue_id
 )
 SELECT q.id, q.name, q.is_paused, q.max_concurrency, q.priority,
-       coalesce(l.queued, 0) AS queued,
+       coalesce(r.queued, 0) AS queued,
        coalesce(l.scheduled, 0) AS scheduled,
        coalesce(l.scheduled_due, 0) AS scheduled_due,
        coalesce(l.waiting, 0) AS waiting,
-       coalesce(l.claimed, 0) + coalesce(l.running, 0) AS in_flight,
-       coalesce(l.running, 0) AS running,
+       coalesce(h.claimed, 0) + coalesce(h.running, 0) AS in_flight,
+       coalesce(h.running, 0) AS running,
        coalesce(d.dead_letters, 0) AS dead_letters,
-       greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - l.oldest_queued_run_at))::float8
+       greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - r.oldest_queued_run_at))::float8
            AS oldest_queued_age_s,
        -- Capacity a queue can draw on: active workers that listen to it (shared between queues).
        (SELECT coalesce(sum(w.concurrency), 0) FROM workers w
@@ -272,6 +290,8 @@ SELECT q.id, q.name, q.is_paused, q.max_concurrency, q.priority,
           AND q.name = ANY(w.queues)) AS worker_capacity
 FROM queues q
 LEFT JOIN live l ON l.queue_id = q.id
+LEFT JOIN ready r ON r.queue_id = q.id
+LEFT JOIN held h ON h.queue_id = q.id
 LEFT JOIN letters d ON d.queue_id = q.id
 WHERE q.project_id = %(project_id)s
 ORDER BY q.name
@@ -290,37 +310,49 @@ WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
 -- Every queue of every project with its unfinished-job counts (the /metrics scrape).
 -- explain: {}
 WITH live AS (
-    -- Per project through jobs_project_status_idx: only unfinished rows, never finished history.
+    -- Waiting and scheduled, per project through jobs_project_group_idx (index-only): never
+    -- the finished history.
     SELECT c.*
     FROM projects p
     CROSS JOIN LATERAL (
         SELECT j.queue_id,
-               count(*) FILTER (WHERE j.status = 'queued') AS queued,
-               count(*) FILTER (WHERE j.status = 'scheduled') AS scheduled,
-               count(*) FILTER (WHERE j.status = 'waiting') AS waiting,
-               count(*) FILTER (WHERE j.status = 'claimed') AS claimed,
-               count(*) FILTER (WHERE j.status = 'running') AS running,
-               min(j.run_at) FILTER (WHERE j.status = 'queued') AS oldest_queued_run_at
+               count(*) FILTER (WHERE j.status_group = 'scheduled') AS scheduled,
+               count(*) FILTER (WHERE j.status_group = 'waiting') AS waiting
         FROM jobs j
-        WHERE j.project_id = p.id
-          AND j.status IN ('waiting', 'scheduled', 'queued', 'claimed', 'running')
+        WHERE j.project_id = p.id AND j.status_group IN ('waiting', 'scheduled')
         GROUP BY j.queue_id
     ) c
+), ready AS (
+    -- Queued: the ready set holds exactly them.
+    SELECT r.queue_id, count(*) AS queued, min(r.run_at) AS oldest_queued_run_at
+    FROM job_ready r
+    GROUP BY r.queue_id
+), held AS (
+    -- Claimed and running: the held set, each job's status read by key (as above).
+    SELECT s.queue_id,
+           count(*) FILTER (WHERE s.status = 'claimed') AS claimed,
+           count(*) FILTER (WHERE s.status = 'running') AS running
+    FROM (SELECT h.queue_id,
+                 (SELECT j.status::text FROM jobs j WHERE j.id = h.job_id) AS status
+          FROM job_held h) s
+    GROUP BY s.queue_id
 ), letters AS (
     SELECT d.queue_id, count(*) AS n FROM dead_letter_jobs d
     WHERE d.replayed_at IS NULL GROUP BY d.queue_id
 )
 SELECT o.slug AS org, p.slug AS project, q.name AS queue, q.is_paused,
-       coalesce(l.queued, 0) AS queued, coalesce(l.scheduled, 0) AS scheduled,
-       coalesce(l.waiting, 0) AS waiting, coalesce(l.claimed, 0) AS claimed,
-       coalesce(l.running, 0) AS running,
-       coalesce(greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - l.oldest_queued_run_at)),
+       coalesce(r.queued, 0) AS queued, coalesce(l.scheduled, 0) AS scheduled,
+       coalesce(l.waiting, 0) AS waiting, coalesce(h.claimed, 0) AS claimed,
+       coalesce(h.running, 0) AS running,
+       coalesce(greatest(0, extract(epoch FROM coalesce(%(now)s, now()) - r.oldest_queued_run_at)),
                 0)::float8 AS oldest_queued_age_s,
        coalesce(d.n, 0) AS dead_letters
 FROM queues q
 JOIN projects p ON p.id = q.project_id
 JOIN organizations o ON o.id = p.org_id
 LEFT JOIN live l ON l.queue_id = q.id
+LEFT JOIN ready r ON r.queue_id = q.id
+LEFT JOIN held h ON h.queue_id = q.id
 LEFT JOIN letters d ON d.queue_id = q.id
 ORDER BY o.slug, p.slug, q.name
 

@@ -22,7 +22,8 @@ SELECT j.id, j.handler, q.name AS queue, j.payload, j.status, j.priority, j.run_
        j.idempotency_key
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
-WHERE j.project_id = %(project_id)s AND j.status IN ('queued', 'scheduled', 'waiting')
+WHERE j.project_id = %(project_id)s AND j.status_group IN ('queued', 'scheduled', 'waiting')
+  AND j.status IN ('queued', 'scheduled', 'waiting')
   AND (%(handler)s::text IS NULL OR j.handler = %(handler)s::text)
   AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
 ORDER BY j.id
@@ -36,6 +37,7 @@ SELECT count(*) AS n
 FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 WHERE j.project_id = %(project_id)s AND q.name = ANY (%(queues)s::text[])
+  AND j.status_group IN ('queued', 'scheduled')  -- queued … running, scheduled (0030)
   AND (j.status IN ('claimed', 'running')
        OR (j.status IN ('queued', 'scheduled')
            AND j.run_at <= now() + make_interval(secs => %(due_within_s)s::float8)
