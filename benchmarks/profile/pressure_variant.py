@@ -4,6 +4,7 @@ migrated and on schema experiments, in turns at one offered rate (docs/BENCHMARK
     .venv/bin/python benchmarks/profile/pressure_variant.py \
         --variant hot=hot_completion.sql \
         [--turns 1] [--rate-fraction 0.8 | --rate N] [--baseline-s 60 --hold-s 300 --recovery-s 90]
+        [--json-dir DIR]
 
 A variant's files are named as paths or by their names in benchmarks/profile/variants.
 Starts its own embedded PostgreSQL 18 in .jobyard/profile/pressure-pgdata. Each variant gets a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Final
@@ -124,6 +126,12 @@ def main() -> None:
     parser.add_argument("--baseline-s", type=float, default=60.0)
     parser.add_argument("--hold-s", type=float, default=300.0)
     parser.add_argument("--recovery-s", type=float, default=90.0)
+    parser.add_argument(
+        "--json-dir",
+        type=Path,
+        default=None,
+        help="also write each run's whole result (every window) as NAME-turnN.json here",
+    )
     args = parser.parse_args()
     admin_url = start_with(DATA_DIR, {})
     try:
@@ -146,6 +154,10 @@ def main() -> None:
             for name in order:
                 log(f"turn {turn}: {name} at {rate:,.0f} jobs/s offered")
                 result = asyncio.run(one_run(admin_url, templates[name], config))
+                if args.json_dir is not None:
+                    args.json_dir.mkdir(parents=True, exist_ok=True)
+                    out = args.json_dir / f"{name}-turn{turn}.json"
+                    out.write_text(json.dumps(result.json_object(), indent=1), encoding="utf-8")
                 rows.append(row(name, turn, result))
                 log(rows[-1])
         print(
