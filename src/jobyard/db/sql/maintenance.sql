@@ -240,8 +240,9 @@ WHERE c.bucket = d.bucket AND c.window_start = d.window_start
 -- name: retention_delete_workers
 -- Delete up to `batch` workers stopped or declared dead more than age_s ago that hold no job.
 -- Their heartbeats cascade; their jobs' and runs' worker_id is nulled (workers_null_refs()),
--- found through what they held and ran (job_held, job_executions_worker_idx). Older than the jobs' retention
--- by default, so most of what they ran is gone already and the nulling stays small.
+-- found through what they held, ran and were written into (job_held, job_executions_worker_idx,
+-- job_worker_refs). Older than the jobs' retention by default, so most of what they ran is
+-- gone already and the nulling stays small.
 -- explain: {"batch": 100, "age_s": 1209600.0, "now": null}
 WITH doomed AS MATERIALIZED (
     -- workers_gone_idx (stopped_at) WHERE status IN ('stopped', 'dead').
