@@ -311,6 +311,11 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     assert min(recovery_ages) < hold_ages[-1], (hold_ages, recovery_ages)
     assert summary["hold"]["max_xmin_age"] == max(ages("hold", "xmin_age"))
     assert "Back to baseline" in block and "Targets (issue 15, point 1)" in block
+    # Every window carries what the activity sampler saw in it (what it sees is
+    # test_bench_activity.py's; a tiny run may catch no session active), and the block shows
+    # the slowest windows with it.
+    assert all(w["activity_samples"] >= 1 for w in data["windows"]), data["windows"]
+    assert "The slowest windows by pickup p99" in block
 
 
 def test_burndown_drains_every_preinserted_job_and_reports_quarters(

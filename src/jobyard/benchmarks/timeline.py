@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from jobyard.benchmarks import harness, scenarios
+from jobyard.benchmarks.activity import ActivitySampler
 from jobyard.benchmarks.load import Producer, Readers, XidHolder
 from jobyard.benchmarks.processes import BenchError, WorkerProcesses
 from jobyard.benchmarks.scenarios import (
@@ -139,6 +140,12 @@ class Sample:
     # The oldest hold by a session of this database (the run's own): another database's xid
     # holds the horizon too and counts in xmin_age, but is not this run's doing.
     xmin_age_here: int | None = None
+    # What the sessions did since the sample before (benchmarks/activity.py): how many times
+    # they were looked at, the count of active sessions seen on each wait event, and the count
+    # of looks at which each table was being vacuumed (phase and by whom in the key).
+    activity_samples: int = 0
+    waits: dict[str, int] = field(default_factory=dict)
+    vacuums: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,9 @@ class Window:
     dead: dict[str, int]
     bytes: dict[str, int]
     xmin_age_here: int | None = None
+    activity_samples: int = 0
+    waits: dict[str, int] = field(default_factory=dict)
+    vacuums: dict[str, int] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -388,6 +398,7 @@ class _Run:
         self.phase_starts: list[int] = []  # index of each phase's first sample
         self.holder = XidHolder(url)
         self.readers = Readers(url, config.readers) if config.readers else None
+        self.activity = ActivitySampler(url)
         self._last_report = (0.0, 0)  # monotonic time, sample index
 
     async def run(self) -> TimelineResult:
@@ -398,6 +409,7 @@ class _Run:
         producer_task: asyncio.Task[None] | None = None
         started_at = datetime.now(UTC)
         try:
+            await self.activity.start()
             project_id, queue = await _setup(conn)
             if config.max_concurrency is not None:
                 limit = {"max_concurrency": config.max_concurrency}
@@ -438,6 +450,7 @@ class _Run:
             finally:
                 workers.stop()
                 await producer_conn.close()
+                await self.activity.stop()
         try:
             return await self._analyse(conn, started_at)
         finally:
@@ -516,6 +529,7 @@ class _Run:
             )
             for r in await run.all_rows(conn, "bench_timeline_relations")
         }  # fmt: skip
+        looks, waits, vacuums = self.activity.take()
         return Sample(
             at=row["at"],
             phase=phase,
@@ -526,6 +540,9 @@ class _Run:
             oldest_xact_s=row["oldest_xact_s"],
             relations=relations,
             xmin_age_here=None if row["xmin_age_here"] is None else int(row["xmin_age_here"]),
+            activity_samples=looks,
+            waits=waits,
+            vacuums=vacuums,
         )
 
     def _report(self, phase: Phase) -> None:
@@ -591,6 +608,9 @@ class _Run:
                     dead=dead,
                     bytes=size,
                     xmin_age_here=cur.xmin_age_here,
+                    activity_samples=cur.activity_samples,
+                    waits=cur.waits,
+                    vacuums=cur.vacuums,
                 )
             )
         phase_bounds = [samples[i].at for i in self.phase_starts] + [samples[-1].at]
@@ -738,6 +758,9 @@ def result_from_json(data: dict[str, Any]) -> TimelineResult:
             oldest_xact_s=s["oldest_xact_s"],
             relations={r: RelationStat(**stat) for r, stat in s["relations"].items()},
             xmin_age_here=s.get("xmin_age_here"),  # absent from runs saved before it existed
+            activity_samples=s.get("activity_samples", 0),
+            waits=s.get("waits", {}),
+            vacuums=s.get("vacuums", {}),
         )
         for s in data["samples"]
     ]

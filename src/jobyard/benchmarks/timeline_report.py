@@ -158,6 +158,7 @@ def render_block(
     if result.quarters:
         lines += _quarter_table(result)
     lines += _relation_table(result)
+    lines += _slowest_windows(result)
     scenario = result.config.scenario
     picture = (
         f"![{name} over time]({plot_link})"
@@ -333,6 +334,40 @@ def _relation_table(result: TimelineResult) -> list[str]:
             for p in result.phases
         ]
         lines.append(f"| `{fam}` | " + " | ".join(cells) + " |")
+    lines.append("")
+    return lines
+
+
+SLOWEST_SHOWN: Final = 3
+WAITS_SHOWN: Final = 4
+
+
+def _slowest_windows(result: TimelineResult) -> list[str]:
+    """The windows with the highest pickup p99 beside what the sessions did in them: the wait
+    events (active sessions on each, on average over the window's looks) and the VACUUMs in
+    progress (the share of looks that saw each)."""
+    sampled = [w for w in result.windows if w.activity_samples and w.p99_ms is not None]
+    if not sampled:
+        return []
+    slowest = sorted(sampled, key=lambda w: w.p99_ms or 0.0, reverse=True)[:SLOWEST_SHOWN]
+    lines = [
+        "The slowest windows by pickup p99, and what the database's sessions were doing in "
+        "each (sampled every few hundred milliseconds; a wait's figure is the active sessions "
+        "on it on average, `CPU` on none):",
+        "",
+        "| window | phase | p99 | backlog | waits | VACUUM in progress |",
+        "|---|---|---|---|---|---|",
+    ]
+    for w in sorted(slowest, key=lambda w: w.start_s):
+        looks = w.activity_samples
+        waits = ", ".join(
+            f"{name} {count / looks:.1f}" for name, count in list(w.waits.items())[:WAITS_SHOWN]
+        )
+        vacuums = ", ".join(f"{name} {count / looks:.0%}" for name, count in w.vacuums.items())
+        lines.append(
+            f"| {w.start_s:.0f}–{w.end_s:.0f} s | {w.phase} | {_ms(w.p99_ms)} | {w.backlog:,} "
+            f"| {waits or '—'} | {vacuums or '—'} |"
+        )
     lines.append("")
     return lines
 

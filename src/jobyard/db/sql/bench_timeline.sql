@@ -88,3 +88,22 @@ SELECT c.relname AS relation, pg_temp.jobyard_bench_count(c.oid::regclass) AS n
 FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
 WHERE ns.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND c.relname LIKE ANY (%(patterns)s::text[])
+
+-- name: bench_activity_waits
+-- The active sessions of this database other than the sampler's own, by what they wait on
+-- (`CPU`: on nothing, so running or runnable) and by kind (autovacuum or a client).
+SELECT CASE WHEN a.backend_type = 'client backend' THEN '' ELSE a.backend_type || ' ' END
+       || coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') AS wait,
+       count(*) AS sessions
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND a.state = 'active' AND a.pid <> pg_backend_pid()
+GROUP BY 1
+
+-- name: bench_activity_vacuums
+-- Every VACUUM of this database in progress: the table, its phase, and who runs it.
+SELECT p.relid::regclass::text || ': ' || p.phase AS relation,
+       CASE WHEN a.backend_type = 'autovacuum worker' THEN 'autovacuum'
+            ELSE coalesce(nullif(a.application_name, ''), a.backend_type) END AS by
+FROM pg_stat_progress_vacuum p
+LEFT JOIN pg_stat_activity a ON a.pid = p.pid
+WHERE p.datid = (SELECT oid FROM pg_database WHERE datname = current_database())

@@ -1,0 +1,68 @@
+"""The timeline's activity sampler (benchmarks/activity.py) on real sessions: one asleep in a
+statement, one running a VACUUM slowed by the cost delay. Never a timing assertion: the sampler
+is stopped only once it has seen both."""
+
+from __future__ import annotations
+
+import asyncio
+
+from jobyard.benchmarks.activity import ActivitySampler
+from jobyard.db.pool import connect
+
+
+async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_url: str) -> None:
+    setup = await connect(db_url, autocommit=True)
+    sleeper = await connect(db_url, autocommit=True)
+    vacuumer = await connect(db_url, autocommit=True, application_name="slow-vacuum")
+    sampler = ActivitySampler(db_url, interval_s=0.05)
+    sleeping = vacuuming = asyncio.ensure_future(asyncio.sleep(0))
+    try:
+        await setup.execute(
+            "CREATE TABLE activity_probe AS SELECT g AS id, repeat('x', 200) AS pad"
+            " FROM generate_series(1, 20000) g"
+        )
+        await setup.execute("DELETE FROM activity_probe")
+        # Every page read costs the whole limit, then a nap: the VACUUM lasts many samples.
+        await vacuumer.execute("SET vacuum_cost_limit = 1")
+        await vacuumer.execute("SET vacuum_cost_delay = '20ms'")
+        await sampler.start()
+        sleeping = asyncio.create_task(sleeper.execute("SELECT pg_sleep(60)"))
+        vacuuming = asyncio.create_task(vacuumer.execute("VACUUM activity_probe"))
+        waits: dict[str, int] = {}
+        vacuums: dict[str, int] = {}
+        looks = 0
+
+        def seen_all() -> bool:
+            return (
+                "Timeout:PgSleep" in waits
+                and "Timeout:VacuumDelay" in waits
+                and any(k.startswith("activity_probe: ") for k in vacuums)
+            )
+
+        # Bounded so that a sampler that never sees them fails instead of hanging (the VACUUM
+        # alone lasts about ten seconds at this cost delay).
+        for _ in range(300):
+            if seen_all():
+                break
+            await asyncio.sleep(0.1)
+            n, w, v = sampler.take()
+            looks += n
+            for key, count in w.items():
+                waits[key] = waits.get(key, 0) + count
+            for key, count in v.items():
+                vacuums[key] = vacuums.get(key, 0) + count
+        assert seen_all(), (waits, vacuums)
+        assert looks > 0
+        # Who ran it is in the key: this session's name, not autovacuum.
+        assert any(k.endswith("(slow-vacuum)") for k in vacuums), vacuums
+        # take() hands each look over once.
+        await sampler.stop()
+        assert sampler.take() == (0, {}, {})
+    finally:
+        await sampler.stop()
+        for conn in (sleeper, vacuumer):
+            await setup.execute("SELECT pg_cancel_backend(%s)", (conn.info.backend_pid,))
+        # The cancelled statements end with an error, which is the point.
+        await asyncio.gather(sleeping, vacuuming, return_exceptions=True)
+        for conn in (setup, sleeper, vacuumer):
+            await conn.close()
