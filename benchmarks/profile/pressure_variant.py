@@ -4,7 +4,7 @@ migrated and on schema experiments, in turns at one offered rate (docs/BENCHMARK
     .venv/bin/python benchmarks/profile/pressure_variant.py \
         --variant hot=hot_completion.sql \
         [--turns 1] [--rate-fraction 0.8 | --rate N] [--baseline-s 60 --hold-s 300 --recovery-s 90]
-        [--json-dir DIR]
+        [--json-dir DIR] [--setting NAME=VALUE …]
 
 A variant's files are named as paths or by their names in benchmarks/profile/variants.
 Starts its own embedded PostgreSQL 18 in .jobyard/profile/pressure-pgdata. Each variant gets a
@@ -49,6 +49,13 @@ def variant_arg(text: str) -> tuple[str, list[Path]]:
     if not name or not paths or any(not p.is_file() for p in paths):
         raise argparse.ArgumentTypeError(f"{text!r}: want NAME=FILE[,FILE…] of existing files")
     return name, paths
+
+
+def setting_arg(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not name or not sep:
+        raise argparse.ArgumentTypeError(f"{text!r}: want NAME=VALUE")
+    return name, value
 
 
 def variant_template(admin_url: str, base: str, name: str, files: list[Path]) -> str:
@@ -132,8 +139,16 @@ def main() -> None:
         default=None,
         help="also write each run's whole result (every window) as NAME-turnN.json here",
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        type=setting_arg,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server setting for every run, by ALTER SYSTEM (e.g. log_autovacuum_min_duration=0)",
+    )
     args = parser.parse_args()
-    admin_url = start_with(DATA_DIR, {})
+    admin_url = start_with(DATA_DIR, dict(args.setting))
     try:
         base = testing.ensure_template(admin_url)
         templates = {"base": base}
