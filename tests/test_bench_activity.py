@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from jobyard.benchmarks.activity import ActivitySampler
+from jobyard.benchmarks.activity import Activity, ActivitySampler, statement_name
 from jobyard.db.pool import connect
+from jobyard.db.queries import QUERIES
 
 
 async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_url: str) -> None:
@@ -30,13 +31,14 @@ async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_ur
         vacuuming = asyncio.create_task(vacuumer.execute("VACUUM activity_probe"))
         waits: dict[str, int] = {}
         vacuums: dict[str, int] = {}
+        statements: dict[str, int] = {}
         looks = 0
 
         def seen_all() -> bool:
             return (
                 "Timeout:PgSleep" in waits
                 and "Timeout:VacuumDelay" in waits
-                and any(k.startswith("activity_probe: ") for k in vacuums)
+                and any(k.startswith("activity_probe: VACUUM ") for k in vacuums)
             )
 
         # Bounded so that a sampler that never sees them fails instead of hanging (the VACUUM
@@ -45,19 +47,23 @@ async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_ur
             if seen_all():
                 break
             await asyncio.sleep(0.1)
-            n, w, v = sampler.take()
-            looks += n
-            for key, count in w.items():
+            seen = sampler.take()
+            looks += seen.samples
+            for key, count in seen.waits.items():
                 waits[key] = waits.get(key, 0) + count
-            for key, count in v.items():
+            for key, count in seen.maintenance.items():
                 vacuums[key] = vacuums.get(key, 0) + count
+            for key, count in seen.statements.items():
+                statements[key] = statements.get(key, 0) + count
         assert seen_all(), (waits, vacuums)
         assert looks > 0
         # Who ran it is in the key: this session's name, not autovacuum.
         assert any(k.endswith("(slow-vacuum)") for k in vacuums), vacuums
         # take() hands each look over once.
         await sampler.stop()
-        assert sampler.take() == (0, {}, {})
+        assert sampler.take() == Activity()
+        # Neither statement is one of jobyard's named queries.
+        assert set(statements) == {"other"}, statements
     finally:
         await sampler.stop()
         for conn in (sleeper, vacuumer):
@@ -66,3 +72,11 @@ async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_ur
         await asyncio.gather(sleeping, vacuuming, return_exceptions=True)
         for conn in (setup, sleeper, vacuumer):
             await conn.close()
+
+
+def test_a_statement_is_named_by_its_text_as_the_server_shows_it() -> None:
+    claim = QUERIES["job_claim_batch"].statement
+    assert statement_name(claim) == "job_claim_batch"
+    # The server keeps only the first kilobyte of a long statement.
+    assert statement_name(claim.encode()[:1023].decode(errors="ignore")) == "job_claim_batch"
+    assert statement_name("SELECT 1") == "other"

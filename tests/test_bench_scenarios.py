@@ -314,7 +314,7 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # Every window carries what the activity sampler saw in it (what it sees is
     # test_bench_activity.py's; a tiny run may catch no session active), and the block shows
     # the slowest windows with it.
-    assert all(w["activity_samples"] >= 1 for w in data["windows"]), data["windows"]
+    assert all(w["activity"]["samples"] >= 1 for w in data["windows"]), data["windows"]
     assert "The slowest windows by pickup p99" in block
 
 

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from jobyard.benchmarks import harness, scenarios
-from jobyard.benchmarks.activity import ActivitySampler
+from jobyard.benchmarks.activity import Activity, ActivitySampler
 from jobyard.benchmarks.load import Producer, Readers, XidHolder
 from jobyard.benchmarks.processes import BenchError, WorkerProcesses
 from jobyard.benchmarks.scenarios import (
@@ -140,12 +140,8 @@ class Sample:
     # The oldest hold by a session of this database (the run's own): another database's xid
     # holds the horizon too and counts in xmin_age, but is not this run's doing.
     xmin_age_here: int | None = None
-    # What the sessions did since the sample before (benchmarks/activity.py): how many times
-    # they were looked at, the count of active sessions seen on each wait event, and the count
-    # of looks at which each table was being vacuumed (phase and by whom in the key).
-    activity_samples: int = 0
-    waits: dict[str, int] = field(default_factory=dict)
-    vacuums: dict[str, int] = field(default_factory=dict)
+    # What the sessions did since the sample before (benchmarks/activity.py).
+    activity: Activity = field(default_factory=Activity)
 
 
 @dataclass(frozen=True)
@@ -166,9 +162,7 @@ class Window:
     dead: dict[str, int]
     bytes: dict[str, int]
     xmin_age_here: int | None = None
-    activity_samples: int = 0
-    waits: dict[str, int] = field(default_factory=dict)
-    vacuums: dict[str, int] = field(default_factory=dict)
+    activity: Activity = field(default_factory=Activity)
 
     @property
     def seconds(self) -> float:
@@ -529,7 +523,6 @@ class _Run:
             )
             for r in await run.all_rows(conn, "bench_timeline_relations")
         }  # fmt: skip
-        looks, waits, vacuums = self.activity.take()
         return Sample(
             at=row["at"],
             phase=phase,
@@ -540,9 +533,7 @@ class _Run:
             oldest_xact_s=row["oldest_xact_s"],
             relations=relations,
             xmin_age_here=None if row["xmin_age_here"] is None else int(row["xmin_age_here"]),
-            activity_samples=looks,
-            waits=waits,
-            vacuums=vacuums,
+            activity=self.activity.take(),
         )
 
     def _report(self, phase: Phase) -> None:
@@ -608,9 +599,7 @@ class _Run:
                     dead=dead,
                     bytes=size,
                     xmin_age_here=cur.xmin_age_here,
-                    activity_samples=cur.activity_samples,
-                    waits=cur.waits,
-                    vacuums=cur.vacuums,
+                    activity=cur.activity,
                 )
             )
         phase_bounds = [samples[i].at for i in self.phase_starts] + [samples[-1].at]
@@ -758,13 +747,13 @@ def result_from_json(data: dict[str, Any]) -> TimelineResult:
             oldest_xact_s=s["oldest_xact_s"],
             relations={r: RelationStat(**stat) for r, stat in s["relations"].items()},
             xmin_age_here=s.get("xmin_age_here"),  # absent from runs saved before it existed
-            activity_samples=s.get("activity_samples", 0),
-            waits=s.get("waits", {}),
-            vacuums=s.get("vacuums", {}),
+            activity=Activity(**s.get("activity", {})),
         )
         for s in data["samples"]
     ]
-    windows = [Window(**w) for w in data["windows"]]
+    windows = [
+        Window(**{**w, "activity": Activity(**w.get("activity", {}))}) for w in data["windows"]
+    ]
     known = {f.name for f in fields(PhaseSummary)}
     phases: list[PhaseSummary] = []
     for raw in data["phases"]:

@@ -346,27 +346,31 @@ def _slowest_windows(result: TimelineResult) -> list[str]:
     """The windows with the highest pickup p99 beside what the sessions did in them: the wait
     events (active sessions on each, on average over the window's looks) and the VACUUMs in
     progress (the share of looks that saw each)."""
-    sampled = [w for w in result.windows if w.activity_samples and w.p99_ms is not None]
+    sampled = [w for w in result.windows if w.activity.samples and w.p99_ms is not None]
     if not sampled:
         return []
     slowest = sorted(sampled, key=lambda w: w.p99_ms or 0.0, reverse=True)[:SLOWEST_SHOWN]
     lines = [
         "The slowest windows by pickup p99, and what the database's sessions were doing in "
-        "each (sampled every few hundred milliseconds; a wait's figure is the active sessions "
-        "on it on average, `CPU` on none):",
+        "each (sampled every few hundred milliseconds; a wait's or a statement's figure is the "
+        "active sessions on it on average, `CPU` waiting on nothing; maintenance, the share of "
+        "the samples that saw it):",
         "",
-        "| window | phase | p99 | backlog | waits | VACUUM in progress |",
-        "|---|---|---|---|---|---|",
+        "| window | phase | p99 | backlog | waits | statements | VACUUM / ANALYZE in progress |",
+        "|---|---|---|---|---|---|---|",
     ]
+
+    def shares(counts: dict[str, int], looks: int, fmt: str) -> str:
+        shown = list(counts.items())[:WAITS_SHOWN]
+        return ", ".join(f"{name} {fmt.format(count / looks)}" for name, count in shown)
+
     for w in sorted(slowest, key=lambda w: w.start_s):
-        looks = w.activity_samples
-        waits = ", ".join(
-            f"{name} {count / looks:.1f}" for name, count in list(w.waits.items())[:WAITS_SHOWN]
-        )
-        vacuums = ", ".join(f"{name} {count / looks:.0%}" for name, count in w.vacuums.items())
+        looks = w.activity.samples
         lines.append(
             f"| {w.start_s:.0f}–{w.end_s:.0f} s | {w.phase} | {_ms(w.p99_ms)} | {w.backlog:,} "
-            f"| {waits or '—'} | {vacuums or '—'} |"
+            f"| {shares(w.activity.waits, looks, '{:.1f}') or '—'} "
+            f"| {shares(w.activity.statements, looks, '{:.1f}') or '—'} "
+            f"| {shares(w.activity.maintenance, looks, '{:.0%}') or '—'} |"
         )
     lines.append("")
     return lines

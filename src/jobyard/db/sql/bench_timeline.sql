@@ -90,20 +90,23 @@ WHERE ns.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relisp
   AND c.relname LIKE ANY (%(patterns)s::text[])
 
 -- name: bench_activity_waits
--- The active sessions of this database other than the sampler's own, by what they wait on
--- (`CPU`: on nothing, so running or runnable) and by kind (autovacuum or a client).
+-- The active sessions of this database other than the sampler's own: what each waits on
+-- (`CPU`: on nothing, so running or runnable), its kind (autovacuum or a client), and the head of
+-- its statement (a client's; matched to a named query by the sampler).
 SELECT CASE WHEN a.backend_type = 'client backend' THEN '' ELSE a.backend_type || ' ' END
        || coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') AS wait,
-       count(*) AS sessions
+       CASE WHEN a.backend_type = 'client backend' THEN a.query END AS query
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.state = 'active' AND a.pid <> pg_backend_pid()
-GROUP BY 1
 
--- name: bench_activity_vacuums
--- Every VACUUM of this database in progress: the table, its phase, and who runs it.
-SELECT p.relid::regclass::text || ': ' || p.phase AS relation,
+-- name: bench_activity_maintenance
+-- Every VACUUM and ANALYZE of this database in progress: the table, the command and its phase,
+-- and who runs it.
+SELECT m.relid::regclass::text || ': ' || m.command || ' ' || m.phase AS relation,
        CASE WHEN a.backend_type = 'autovacuum worker' THEN 'autovacuum'
             ELSE coalesce(nullif(a.application_name, ''), a.backend_type) END AS by
-FROM pg_stat_progress_vacuum p
-LEFT JOIN pg_stat_activity a ON a.pid = p.pid
-WHERE p.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
+FROM (SELECT pid, datid, relid, 'VACUUM' AS command, phase FROM pg_stat_progress_vacuum
+      UNION ALL
+      SELECT pid, datid, relid, 'ANALYZE', phase FROM pg_stat_progress_analyze) m
+LEFT JOIN pg_stat_activity a ON a.pid = m.pid
+WHERE m.datid = (SELECT oid FROM pg_database WHERE datname = current_database())
