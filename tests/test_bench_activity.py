@@ -5,8 +5,11 @@ is stopped only once it has seen both."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
+from typing import Any
 
 from jobyard.benchmarks.activity import Activity, ActivitySampler, statement_name
+from jobyard.db import run
 from jobyard.db.pool import connect
 from jobyard.db.queries import QUERIES
 
@@ -74,9 +77,39 @@ async def test_the_sampler_names_wait_events_and_the_tables_being_vacuumed(db_ur
             await conn.close()
 
 
-def test_a_statement_is_named_by_its_text_as_the_server_shows_it() -> None:
-    claim = QUERIES["job_claim_batch"].statement
-    assert statement_name(claim) == "job_claim_batch"
-    # The server keeps only the first kilobyte of a long statement.
-    assert statement_name(claim.encode()[:1023].decode(errors="ignore")) == "job_claim_batch"
+async def _as_the_server_shows(db_url: str, name: str, params: dict[str, Any]) -> str:
+    """Run a named query as the engine does and read back its text from pg_stat_activity."""
+    conn = await connect(db_url, autocommit=True)
+    observer = await connect(db_url, autocommit=True)
+    try:
+        await run.all_rows(conn, name, params)
+        cur = await observer.execute(
+            "SELECT query FROM pg_stat_activity WHERE pid = %s", (conn.info.backend_pid,)
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return str(row["query"])
+    finally:
+        await conn.close()
+        await observer.close()
+
+
+async def test_a_statement_is_named_by_its_text_as_the_server_shows_it(db_url: str) -> None:
+    bounds = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
+    text = await _as_the_server_shows(db_url, "bench_timeline_completions", {"bounds": bounds})
+    assert "$1" in text  # placeholders as the server numbers them
+    assert statement_name(text) == "bench_timeline_completions"
     assert statement_name("SELECT 1") == "other"
+
+
+async def test_the_claims_are_named_from_the_first_kilobyte_the_server_keeps(db_url: str) -> None:
+    # On a queue that does not exist the claim takes nothing.
+    params: dict[str, Any] = {
+        "queue_id": -1, "worker_id": -1, "n": 1, "lease_s": 30, "start": True, "solo": False,
+        "limited": False, "now": None,
+    }  # fmt: skip
+    after = {"after_npriority": 0, "after_run_at": datetime.now(UTC), "after_job_id": 0}
+    for name, extra in (("job_claim_batch", {}), ("job_claim_batch_after", after)):
+        text = await _as_the_server_shows(db_url, name, {**params, **extra})
+        assert len(text.encode()) < len(QUERIES[name].statement.encode())  # cut by the server
+        assert statement_name(text) == name

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Final
@@ -27,12 +28,20 @@ DEFAULT_INTERVAL_S: Final = 0.25
 # pg_stat_activity keeps the first track_activity_query_size bytes (1 kB by default) of a
 # statement; this many characters (under 1 kB in ASCII) tell jobyard's named queries apart.
 _HEAD: Final = 900
+# The server sees a statement as psycopg sends it: each placeholder (`%(name)s`, `%s`) as `$n`,
+# and `%%` as `%`. Both sides are compared with every placeholder as `$`.
+_CLIENT_PLACEHOLDER: Final = re.compile(r"%\(\w+\)s|%s|%%")
+_SERVER_PLACEHOLDER: Final = re.compile(r"\$\d+")
+
+
+def _as_sent(statement: str) -> str:
+    return _CLIENT_PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else "$", statement)
 
 
 def _statement_names() -> dict[str, str]:
     names: dict[str, list[str]] = {}
     for name, query in QUERIES.items():
-        names.setdefault(query.statement[:_HEAD], []).append(name)
+        names.setdefault(_as_sent(query.statement)[:_HEAD], []).append(name)
     return {head: "|".join(sorted(n)) for head, n in names.items()}
 
 
@@ -41,7 +50,7 @@ _NAMES: Final = _statement_names()
 
 def statement_name(text: str) -> str:
     """The named query whose statement `text` is (or starts like), else `other`."""
-    return _NAMES.get(text[:_HEAD], "other")
+    return _NAMES.get(_SERVER_PLACEHOLDER.sub("$", text)[:_HEAD], "other")
 
 
 @dataclass(frozen=True)
