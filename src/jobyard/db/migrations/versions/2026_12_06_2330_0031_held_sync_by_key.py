@@ -25,6 +25,8 @@ Create Date: 2026-12-06 23:30
 
 from __future__ import annotations
 
+import importlib
+
 from alembic import op
 
 revision = "0031"
@@ -74,39 +76,14 @@ BEGIN
 END $$;
 """
 
-# 0029's body, as it was (CREATE OR REPLACE without SET clauses drops the settings too).
-DOWNGRADE = r"""
-CREATE OR REPLACE FUNCTION jobs_held_sync() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        TRUNCATE job_held;
-        RETURN NULL;
-    END IF;
-    IF TG_OP = 'DELETE' THEN
-        IF EXISTS (SELECT FROM gone WHERE status IN ('claimed', 'running')) THEN
-            DELETE FROM job_held h USING gone g WHERE h.job_id = g.id;
-        END IF;
-        RETURN NULL;
-    END IF;
-    -- Left a held state (completion, failure, retry, release, lease expiry, cancel).
-    IF EXISTS (SELECT FROM old_jobs WHERE status IN ('claimed', 'running'))
-       AND EXISTS (SELECT FROM new_jobs WHERE status NOT IN ('claimed', 'running')) THEN
-        DELETE FROM job_held h USING new_jobs n
-        WHERE h.job_id = n.id AND n.status NOT IN ('claimed', 'running');
-    END IF;
-    -- Entered one (a claim). Heartbeats and starts (held before and after) do neither.
-    IF EXISTS (SELECT FROM new_jobs WHERE status IN ('claimed', 'running'))
-       AND EXISTS (SELECT FROM old_jobs WHERE status NOT IN ('claimed', 'running')) THEN
-        INSERT INTO job_held (slot, job_id, queue_id, worker_id)
-        SELECT (SELECT (last_value % 3)::smallint FROM job_held_ring), n.id, n.queue_id,
-               n.worker_id
-        FROM new_jobs n
-        WHERE n.status IN ('claimed', 'running')
-          AND NOT EXISTS (SELECT FROM job_held h WHERE h.job_id = n.id);
-    END IF;
-    RETURN NULL;
-END $$;
-"""
+_HELD_0029 = "jobyard.db.migrations.versions.2026_12_06_1600_0029_held_set_for_every_queue"
+
+
+def _function_0029() -> str:
+    """0029's jobs_held_sync, as it was (CREATE OR REPLACE without SET clauses drops them)."""
+    source: str = importlib.import_module(_HELD_0029).UPGRADE
+    at = source.index("CREATE OR REPLACE FUNCTION jobs_held_sync()")
+    return source[at : source.index("END $$;", at) + len("END $$;")]
 
 
 def upgrade() -> None:
@@ -114,4 +91,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute(DOWNGRADE)
+    op.execute(_function_0029())
