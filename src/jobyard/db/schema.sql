@@ -541,8 +541,6 @@ END $$;
 
 CREATE FUNCTION public.jobs_held_sync() RETURNS trigger
     LANGUAGE plpgsql
-    SET enable_seqscan TO 'off'
-    SET enable_bitmapscan TO 'off'
     AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
