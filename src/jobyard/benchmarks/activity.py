@@ -1,14 +1,14 @@
 """What the database's sessions are doing, sampled several times a window.
 
 The timeline's samples every few seconds say what changed; they cannot say why a window stalled.
-This sampler reads `pg_stat_activity` and `pg_stat_progress_vacuum` on a connection of its own
-every `interval_s` and adds up, until the timeline takes the counts at a window's end: how many
-active sessions were seen on each wait event (`CPU` when on none), how many were running each
-named query (matched by its text; `other` when it is none of jobyard's), and for how many
-samples each table was being vacuumed or analyzed, and by whom (autovacuum, or a session such
-as a worker's own VACUUM). A count over the number of samples is a share of the window: "jobs
-was analyzed by autovacuum in 6 of the 8 samples of this window, and the workers were all in
-the claim" beside the window's pickup p99 is the test of a hypothesis.
+This sampler reads `pg_stat_activity` and the VACUUM and ANALYZE progress views on a connection
+of its own every `interval_s` and adds up, until the timeline takes the counts at a window's
+end: how many active sessions were seen on each wait event (`CPU` when on none), how many were
+running each named query (matched by its text; `other` when it is none of jobyard's), and for
+how many samples each table was being vacuumed or analyzed, and by whom (autovacuum, or a
+session such as a worker's own VACUUM). A count over the number of samples is a share of the
+window: "jobs was analyzed by autovacuum in 6 of the 8 samples of this window, and the workers
+were all in the claim" beside the window's pickup p99 is the test of a hypothesis.
 """
 
 from __future__ import annotations
