@@ -17,72 +17,29 @@ docs/TESTING.md records what failed with the mechanism broken.
 
 from __future__ import annotations
 
-import re
+import pytest
 
 from jobyard.core import claim, enqueue, transitions
 from jobyard.core.claim import queues_by_names
-from jobyard.db.pool import Conn, connect
+from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.schemas import BatchCreate, BatchItem
+from tests.db.nested_plans import NestedPlans, dead_rows_kept
 from tests.factories import make_queue, make_worker
+
+# A REPEATABLE READ session holds the xmin horizon: share the group of the tests that read it.
+pytestmark = pytest.mark.xdist_group("horizon")
 
 DEAD_PER_PARTITION = 3_000
 CLAIMED = 50
-# A scan node of a held partition in an auto_explain plan, and the buffers it touched.
-_HELD_SCAN = re.compile(r"Scan (?:using \S+ )?on job_held_\d")
-_LOOPS = re.compile(r"loops=(\d+)\)")
-_FETCHES = re.compile(r"Heap Fetches: (\d+)")
-
-
-class Plans:
-    """The plan of every statement this session runs, nested ones included (auto_explain, its
-    log sent to the client)."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    async def watch(self, conn: Conn) -> None:
-        await conn.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
-            "auto_explain.log_analyze = on", "auto_explain.log_timing = off",
-            "client_min_messages = log",
-        ):  # fmt: skip
-            await conn.execute(f"SET {setting}")
-        conn.add_notice_handler(lambda d: self.texts.append(d.message_primary or ""))
-
-    def held_scans(self) -> list[tuple[str, list[str]]]:
-        """Each scan node of a held partition with its detail lines, in plan order."""
-        scans: list[tuple[str, list[str]]] = []
-        for text in self.texts:
-            lines = text.splitlines()
-            for i, line in enumerate(lines):
-                if _HELD_SCAN.search(line):
-                    # The node's own details follow it, more indented than the node.
-                    depth = len(line) - len(line.lstrip())
-                    details = []
-                    for detail in lines[i + 1 :]:
-                        if len(detail) - len(detail.lstrip()) <= depth:
-                            break
-                        details.append(detail.strip())
-                    scans.append((line.strip(), details))
-        return scans
 
 
 async def _bloat_and_vacuum(conn: Conn, db_url: str, queue_id: int) -> Conn:
     """Every job_held partition full of dead rows that a REPEATABLE READ snapshot (returned, still
     open) keeps, and analyzed by VACUUM as holding no live row."""
-    holder = await connect(db_url)
-    await holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    await holder.execute("SELECT 1")  # the snapshot is taken by the first statement
-    for slot in range(3):
-        await conn.execute(
-            "INSERT INTO job_held (slot, job_id, queue_id, worker_id)"
-            " SELECT %s, -g, %s, NULL FROM generate_series(1, %s) g",
-            (slot, queue_id, DEAD_PER_PARTITION),
-        )
-    await conn.execute("DELETE FROM job_held WHERE job_id < 0")
-    await conn.execute("VACUUM (ANALYZE) job_held_0, job_held_1, job_held_2")
+    holder = await dead_rows_kept(
+        conn, db_url, "job_held", "%(slot)s, -g, %(queue_id)s, NULL", queue_id, DEAD_PER_PARTITION
+    )
     stats = await (
         await conn.execute(
             "SELECT relname, reltuples, relpages FROM pg_class"
@@ -104,7 +61,7 @@ async def test_a_claim_and_its_completion_probe_the_held_set_by_key(
     items = [BatchItem(handler="noop") for _ in range(CLAIMED + 10)]
     await enqueue.enqueue_batch(conn, project, BatchCreate(queue="held", jobs=items))
     holder = await _bloat_and_vacuum(conn, db_url, q["id"])
-    plans = Plans()
+    plans = NestedPlans()
     try:
         await plans.watch(conn)
         claimed = await claim.claim_batch(
@@ -115,16 +72,14 @@ async def test_a_claim_and_its_completion_probe_the_held_set_by_key(
         await holder.rollback()
         await holder.close()
     assert len(claimed) == len(done) == CLAIMED
-    scans = plans.held_scans()
+    scans = plans.scans_of("job_held")
     # The claim's trigger and the completion's both read the held set…
     assert scans, "no plan scanned a job_held partition"
-    for node, details in scans:
+    for scan in scans:
         # …once a statement (a scan the planner repeats for every job was the stall)…
-        loops = _LOOPS.search(node)
-        assert loops is not None and int(loops.group(1)) == 1, node
+        assert scan.loops <= 1, scan.node
         # …and never through the index entries of the dead rows: a probe by key fetches none of
         # them (a partition still believed empty may be read by one sequential pass instead).
-        fetched = [int(m.group(1)) for d in details if (m := _FETCHES.match(d))]
-        assert all(n < DEAD_PER_PARTITION for n in fetched), (node, details)
+        assert all(n < DEAD_PER_PARTITION for n in scan.heap_fetches), scan
     held = await (await conn.execute("SELECT count(*) AS n FROM job_held")).fetchone()
     assert held is not None and held["n"] == 0  # every claimed job held, then released
