@@ -18,6 +18,7 @@ from jobyard.db.pool import Conn, connect
 
 _LOOPS = re.compile(r"loops=(\d+)\)")
 _FETCHES = re.compile(r"Heap Fetches: (\d+)")
+_REMOVED = re.compile(r"Rows Removed by Filter: (\d+)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class ScanNode:
         """Heap tuples an index(-only) scan fetched (none listed for other scans)."""
         return [int(m.group(1)) for d in self.details if (m := _FETCHES.match(d))]
 
+    @property
+    def removed_by_filter(self) -> int:
+        """Rows the scan read and its filter threw away."""
+        return sum(int(m.group(1)) for d in self.details if (m := _REMOVED.match(d)))
+
 
 @dataclass
 class NestedPlans:
@@ -59,7 +65,14 @@ class NestedPlans:
 
     def scans_of(self, partition_prefix: str) -> list[ScanNode]:
         """Each scan node of a partition named `<prefix>_<digit>`, in plan order."""
-        pattern = re.compile(rf"Scan (?:using \S+ )?on {re.escape(partition_prefix)}_\d")
+        return self._scans(rf"{re.escape(partition_prefix)}_\d")
+
+    def scans_of_table(self, table: str) -> list[ScanNode]:
+        """Each scan node of the table `table` itself, in plan order."""
+        return self._scans(rf"{re.escape(table)}\b(?!_)")
+
+    def _scans(self, relation: str) -> list[ScanNode]:
+        pattern = re.compile(rf"Scan (?:using \S+ )?on {relation}")
         scans: list[ScanNode] = []
         for text in self.texts:
             lines = text.splitlines()
