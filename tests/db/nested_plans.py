@@ -3,8 +3,8 @@
 auto_explain logs every plan with ANALYZE counts and sends the log to this client; a test reads
 the scan nodes of the relations it cares about, with the node's detail lines (index condition,
 heap fetches). Used where a guarantee is "this trigger reads that table by key" (migrations
-0031–0032): only the nested plans show it, and only once the table's partitions hold the dead
-rows of a held horizon (`dead_rows_kept`).
+0031–0033): only the nested plans show it, and for the ring's partitions only once they hold the
+dead rows of a held horizon (`dead_rows_kept`).
 """
 
 from __future__ import annotations

@@ -11,8 +11,13 @@ partition (tests/db/test_ready_sync_by_key.py), the held set's stall of migratio
 path of releases, retries coming due, promotions and released dependants. A claim or a completion
 never reaches these two statements with a row to write, so the pressure scenarios did not show it.
 
-Both now restrict `job_ready` by its keys as an array (`r.job_id = ANY (ARRAY(…))`): one index
-probe a key, computed once a statement (an InitPlan), whatever the statistics say.
+The update branch now learns what changed from the transition tables alone and touches
+`job_ready` only by key (`r.job_id = ANY (ARRAY(…))`, an InitPlan computed once a statement):
+after the DELETE of jobs that left `queued` (a claim leaves there), one statement finds the jobs
+that entered `queued` or stayed queued in a new order (a hash join of `new_jobs` with `old_jobs`),
+deletes their old ready rows by key and inserts their new ones in the ring's current partition.
+Keeping the UPDATE's join and adding the key array to it was tried: the planner still looped
+over `new_jobs` and rescanned every partition once a job (docs/TESTING.md).
 
 Revision ID: 0032
 Revises: 0031
