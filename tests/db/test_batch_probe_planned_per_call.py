@@ -58,3 +58,27 @@ async def test_the_callbacks_probe_reads_a_grown_batch_table_by_key(conn: Conn) 
         await conn.execute("SELECT count(*) AS n FROM jobs WHERE status = 'done'")
     ).fetchone()
     assert done is not None and done["n"] == 8 * STATEMENT
+
+
+async def test_the_callbacks_probe_reads_by_key_when_freshly_planned(conn: Conn) -> None:
+    """Without any cached plan: with both tables analyzed, a completion of a hundred jobs of one
+    batch among 13,000 batch rows. The planner cannot know that a statement's jobs share a batch;
+    it expects as many batch ids as jobs, and for the old probe a scan of the table looked
+    cheaper than a hundred key probes until the table held some 20,000–50,000 rows."""
+    q = await make_queue(conn, name="batches")
+    project = ProjectId(q["project_id"])
+    await conn.execute(
+        "INSERT INTO job_batches (project_id, queue_id, size, callbacks)"
+        " SELECT %s, %s, 1, '{}' FROM generate_series(1, 13000)",
+        (q["project_id"], q["id"]),
+    )
+    items = [BatchItem(handler="noop") for _ in range(2 * STATEMENT)]
+    await enqueue.enqueue_batch(conn, project, BatchCreate(queue="batches", jobs=items))
+    await conn.execute("ANALYZE job_batches, jobs")
+    plans = NestedPlans()
+    await plans.watch(conn)
+    await conn.execute(_COMPLETE, (2 * STATEMENT,))
+    scans = plans.scans_of_table("job_batches")
+    assert scans, "no plan read job_batches"
+    for scan in scans:
+        assert "Seq Scan" not in scan.node and scan.removed_by_filter < 1_000, scan
