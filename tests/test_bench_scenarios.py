@@ -316,6 +316,9 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # the slowest windows with it.
     assert all(w["activity"]["samples"] >= 1 for w in data["windows"]), data["windows"]
     assert "The slowest windows by pickup p99" in block
+    # The server's WAL, every window: jobs flowed in each, and every commit writes some.
+    assert all(w["wal_bytes"] > 0 for w in data["windows"]), data["windows"]
+    assert "WAL written by the server" in block and "data_checksums=" in block
 
 
 def test_burndown_drains_every_preinserted_job_and_reports_quarters(

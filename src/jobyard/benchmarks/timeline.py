@@ -142,6 +142,9 @@ class Sample:
     xmin_age_here: int | None = None
     # What the sessions did since the sample before (benchmarks/activity.py).
     activity: Activity = field(default_factory=Activity)
+    # The server's WAL so far: bytes, and full-page images (None in runs saved before).
+    wal_bytes: int | None = None
+    wal_fpi: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,9 @@ class Window:
     bytes: dict[str, int]
     xmin_age_here: int | None = None
     activity: Activity = field(default_factory=Activity)
+    # WAL the server wrote in the window: bytes and full-page images.
+    wal_bytes: int | None = None
+    wal_fpi: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -534,6 +540,8 @@ class _Run:
             relations=relations,
             xmin_age_here=None if row["xmin_age_here"] is None else int(row["xmin_age_here"]),
             activity=self.activity.take(),
+            wal_bytes=int(row["wal_bytes"]),
+            wal_fpi=None if row["wal_fpi"] is None else int(row["wal_fpi"]),
         )
 
     def _report(self, phase: Phase) -> None:
@@ -600,6 +608,8 @@ class _Run:
                     bytes=size,
                     xmin_age_here=cur.xmin_age_here,
                     activity=cur.activity,
+                    wal_bytes=_delta(prev.wal_bytes, cur.wal_bytes),
+                    wal_fpi=_delta(prev.wal_fpi, cur.wal_fpi),
                 )
             )
         phase_bounds = [samples[i].at for i in self.phase_starts] + [samples[-1].at]
@@ -657,6 +667,14 @@ class _Run:
 
 
 _SHOWN: Final = (*NAMED, *(p + "*" for p in PREFIXES))
+
+
+def _delta(before: int | None, after: int | None) -> int | None:
+    """A counter's growth between two samples; None when either is unknown. Counters reset
+    with the server's statistics, so a fall reads as unknown, not as negative."""
+    if before is None or after is None or after < before:
+        return None
+    return after - before
 
 
 def _float(row: dict[str, Any] | None, key: str) -> float | None:
@@ -748,6 +766,8 @@ def result_from_json(data: dict[str, Any]) -> TimelineResult:
             relations={r: RelationStat(**stat) for r, stat in s["relations"].items()},
             xmin_age_here=s.get("xmin_age_here"),  # absent from runs saved before it existed
             activity=Activity(**s.get("activity", {})),
+            wal_bytes=s.get("wal_bytes"),
+            wal_fpi=s.get("wal_fpi"),
         )
         for s in data["samples"]
     ]

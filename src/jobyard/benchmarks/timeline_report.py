@@ -12,7 +12,7 @@ from typing import Final
 
 from rich.table import Table
 
-from jobyard.benchmarks.timeline import FULL, RECOVERY_P99_FACTOR, TimelineResult
+from jobyard.benchmarks.timeline import FULL, RECOVERY_P99_FACTOR, TimelineResult, Window
 
 # The issue's targets, judged in the block (ratios within one run).
 TARGET_P99_VS_BASELINE: Final = 2.0
@@ -158,6 +158,7 @@ def render_block(
     if result.quarters:
         lines += _quarter_table(result)
     lines += _relation_table(result)
+    lines += _wal_lines(result)
     lines += _slowest_windows(result)
     scenario = result.config.scenario
     picture = (
@@ -176,7 +177,13 @@ def render_block(
         f"Python {result.machine.get('python')}.",
         f"- PostgreSQL {result.server.get('server_version')}: fsync={result.server.get('fsync')}, "
         f"synchronous_commit={result.server.get('synchronous_commit')}, "
-        f"shared_buffers={result.server.get('shared_buffers')}.",
+        f"shared_buffers={result.server.get('shared_buffers')}"
+        + "".join(
+            f", {key}={result.server[key]}"
+            for key in ("data_checksums", "wal_compression", "max_wal_size", "checkpoint_timeout")
+            if key in result.server  # runs saved before these were read
+        )
+        + ".",
         "",
         end,
     ]
@@ -342,6 +349,36 @@ SLOWEST_SHOWN: Final = 3
 WAITS_SHOWN: Final = 4
 
 
+def _wal_rate(windows: list[Window]) -> str:
+    """The WAL written over these windows: MB/s and full-page images a second."""
+    known = [w for w in windows if w.wal_bytes is not None]
+    seconds = sum(w.seconds for w in known)
+    if not known or seconds <= 0:
+        return "—"
+    rate = f"{sum(w.wal_bytes or 0 for w in known) / seconds / 2**20:,.1f} MB/s"
+    fpis = [w.wal_fpi for w in known if w.wal_fpi is not None]
+    if len(fpis) == len(known):
+        rate += f", {sum(fpis) / seconds:,.0f} FPI/s"
+    return rate
+
+
+def _wal_lines(result: TimelineResult) -> list[str]:
+    """The server's WAL by phase: when a held horizon's VACUUMs write full-page images (hint
+    bits are WAL-logged on a server with checksums), the WAL rises at the same offered rate."""
+    if not any(w.wal_bytes is not None for w in result.windows):
+        return []  # a run saved before WAL was sampled
+    parts = [
+        f"{p.name} {_wal_rate([w for w in result.windows if w.phase == p.name])}"
+        for p in result.phases
+    ]
+    return [
+        "WAL written by the server (all of it, every database; full-page images as FPI): "
+        + "; ".join(parts)
+        + ".",
+        "",
+    ]
+
+
 def _slowest_windows(result: TimelineResult) -> list[str]:
     """The windows with the highest pickup p99 beside what the sessions did in them: the wait
     events (active sessions on each, on average over the window's looks) and the VACUUMs in
@@ -356,8 +393,9 @@ def _slowest_windows(result: TimelineResult) -> list[str]:
         "active sessions on it on average, `CPU` waiting on nothing; maintenance, the share of "
         "the samples that saw it):",
         "",
-        "| window | phase | p99 | backlog | waits | statements | VACUUM / ANALYZE in progress |",
-        "|---|---|---|---|---|---|---|",
+        "| window | phase | p99 | backlog | WAL | waits | statements "
+        "| VACUUM / ANALYZE in progress |",
+        "|---|---|---|---|---|---|---|---|",
     ]
 
     def shares(counts: dict[str, int], looks: int, fmt: str) -> str:
@@ -368,6 +406,7 @@ def _slowest_windows(result: TimelineResult) -> list[str]:
         looks = w.activity.samples
         lines.append(
             f"| {w.start_s:.0f}–{w.end_s:.0f} s | {w.phase} | {_ms(w.p99_ms)} | {w.backlog:,} "
+            f"| {_wal_rate([w])} "
             f"| {shares(w.activity.waits, looks, '{:.1f}') or '—'} "
             f"| {shares(w.activity.statements, looks, '{:.1f}') or '—'} "
             f"| {shares(w.activity.maintenance, looks, '{:.0%}') or '—'} |"
@@ -389,7 +428,8 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> bool:
     windows = result.windows
     x = [w.end_s for w in windows]
     pickup = result.rate is not None
-    panels = 5 if pickup else 4
+    wal = any(w.wal_bytes is not None for w in windows)
+    panels = 4 + pickup + wal
     fig = Figure(figsize=(11, 2.6 * panels), layout="constrained")
     axes = list(fig.subplots(panels, 1, sharex=True))
     fig.suptitle(title)
@@ -421,6 +461,13 @@ def plot(result: TimelineResult, path: Path, *, title: str) -> bool:
         ax.plot(x, [w.bytes.get(fam, 0) / 2**20 for w in windows], label=fam)
     ax.set_ylabel("total size (MB)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    if wal:
+        ax = next(ax_iter)
+        points = [(w.end_s, (w.wal_bytes or 0) / w.seconds / 2**20) for w in windows
+                  if w.wal_bytes is not None and w.seconds]  # fmt: skip
+        ax.plot([p[0] for p in points], [p[1] for p in points], label="WAL written")
+        ax.set_ylabel("WAL (MB/s)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax = next(ax_iter)
     ax.plot(x, [w.xmin_age or 0 for w in windows], label="oldest xmin holder")
     ax.set_ylabel("xmin horizon age\n(transactions)")

@@ -12,7 +12,13 @@ SELECT version() AS version,
        current_setting('wal_sync_method') AS wal_sync_method,
        current_setting('shared_buffers') AS shared_buffers,
        current_setting('max_connections') AS max_connections,
-       current_setting('jit') AS jit
+       current_setting('jit') AS jit,
+       -- What decides the WAL a held horizon's VACUUMs add (hint bits are WAL-logged with
+       -- checksums) and how often a page's first change after a checkpoint is logged whole.
+       current_setting('data_checksums') AS data_checksums,
+       current_setting('wal_compression') AS wal_compression,
+       current_setting('max_wal_size') AS max_wal_size,
+       current_setting('checkpoint_timeout') AS checkpoint_timeout
 
 -- name: bench_queue_progress
 -- How many jobs of a queue have finished, and how many exist (the harness polls this).

@@ -8,9 +8,13 @@
 -- Database clock, the age of the oldest hold on this database's xmin horizon (in transactions
 -- and seconds; who holds it is the view of migration 0019, which the workers' claim rule and the
 -- health probe read too), the same for holders in this database only (the run's own hold, and
--- not another database's xid), executions so far.
+-- not another database's xid), executions so far, and the WAL the whole server has written
+-- (bytes from the insert position; full-page images as counted by pg_stat_wal, which backends
+-- report up to a second late).
 SELECT clock_timestamp() AS at, h.xmin_age, h.xmin_age_here, h.oldest_xact_s,
-       (SELECT coalesce(max(id), 0) FROM job_executions) AS executions
+       (SELECT coalesce(max(id), 0) FROM job_executions) AS executions,
+       (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint AS wal_bytes,
+       (SELECT w.wal_fpi FROM pg_stat_wal w) AS wal_fpi
 -- One read of the view (and of pg_stat_activity under it) for the three figures.
 FROM (SELECT max(v.xmin_age_xids) AS xmin_age,
              max(v.xmin_age_xids) FILTER (WHERE v.database = current_database()) AS xmin_age_here,
