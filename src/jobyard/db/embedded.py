@@ -25,6 +25,13 @@ from urllib.parse import quote
 _SERVER_SETTINGS: dict[str, str] = {
     "max_connections": "300",
     "shared_buffers": "256MB",
+    # PostgreSQL 18's initdb turns data checksums on, and then a hint bit set on a page first
+    # touched since the last checkpoint is logged as a full-page image. Under a held xmin
+    # horizon every VACUUM of `jobs` sets hint bits on every page written since its last pass;
+    # with the default 1GB a checkpoint came every half minute of a busy queue, and those images
+    # nearly doubled the WAL while each pass ran, enough to stall the workers' commits
+    # (docs/DATABASE.md, "VACUUM under a held horizon writes WAL"). Fewer checkpoints, fewer images.
+    "max_wal_size": "8GB",
 }
 _TUNED_MARKER = ".jobyard-tuned"
 
@@ -90,14 +97,18 @@ def _start_locked(pgdata: Path, fast_unsafe: bool) -> str:
         ep.PostgresServer._instances.pop(pgdata, None)
     server = ep.get_server(pgdata, cleanup_mode=None)
     marker = pgdata / _TUNED_MARKER
-    if not marker.exists():
+    settings = _extra_settings(fast_unsafe)
+    # The marker names the settings applied, so a directory tuned by an older release gets the
+    # settings added since (once, with one restart).
+    applied = "".join(f"{name} = {value}\n" for name, value in sorted(settings.items()))
+    if not marker.exists() or marker.read_text() != applied:
         statements = "".join(
             f"ALTER SYSTEM SET {name} = '{value.strip(chr(39))}';\n"
-            for name, value in _extra_settings(fast_unsafe).items()
+            for name, value in settings.items()
         )
         server.psql(statements)
         _pg_ctl(pgdata, ["-w", "-m", "fast", "restart", "-l", str(pgdata / "log")], server)
-        marker.write_text("tuned\n")
+        marker.write_text(applied)
     return socket_url(pgdata)
 
 
