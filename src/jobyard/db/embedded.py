@@ -29,7 +29,7 @@ _SERVER_SETTINGS: dict[str, str] = {
     # touched since the last checkpoint is logged as a full-page image. Under a held xmin
     # horizon every VACUUM of `jobs` sets hint bits on every page written since its last pass;
     # with the default 1GB a checkpoint came every half minute of a busy queue, and those images
-    # nearly doubled the WAL while each pass ran, enough to stall the workers' commits
+    # added half again to the WAL while each pass ran, WAL the workers' commits wait to flush
     # (docs/DATABASE.md, "VACUUM under a held horizon writes WAL"). Fewer checkpoints, fewer images.
     "max_wal_size": "8GB",
 }
