@@ -209,12 +209,14 @@ def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
     markdown.write_text("# Benchmarks\n\nkept by hand\n", encoding="utf-8")
     summary = _bench(
         pg_admin_url, tmp_path, "--scenario", "steady", "--rate-fraction", "0.05",
-        "--output", str(markdown),
+        "--calibrate-runs", "3", "--output", str(markdown),
     )  # fmt: skip
     data, block = _outputs(markdown, "steady")
     assert "kept by hand" in markdown.read_text(encoding="utf-8")
-    # The offered rate was a fraction of a drain measured just before.
-    assert data["calibrated_drain_per_s"] > 0
+    # The offered rate was a fraction of the median of three drains measured just before.
+    drains = data["calibration_drains_per_s"]
+    assert len(drains) == 3 and all(d > 0 for d in drains)
+    assert data["calibrated_drain_per_s"] == pytest.approx(sorted(drains)[1])
     assert data["rate_per_s"] == pytest.approx(0.05 * data["calibrated_drain_per_s"])
     assert summary["rate_per_s"] == pytest.approx(data["rate_per_s"])
     steady = summary["steady"]
@@ -227,7 +229,9 @@ def test_steady_runs_end_to_end_and_writes_json_png_and_markdown(
     assert sum(w["completions"] for w in windows) > 0
     assert sum(w["offered"] for w in windows) > 0
     assert len(data["samples"]) == len(windows) + 1
-    assert "| steady | " in block and "of a 2-process drain" in block
+    assert "| steady | " in block and "the median of 3 2-process drains" in block
+    # Three is the full run's default: the command that repeats it does not name it.
+    assert "--calibrate-runs" not in block
     # Redrawn from its JSON (no database), the block comes out the same.
     loaded = timeline.result_from_json(data)
     out = timeline_report.outputs_for(markdown, "steady")
@@ -352,6 +356,10 @@ def test_burndown_drains_every_preinserted_job_and_reports_quarters(
         (
             ["--scenario", "steady", "--rate", "5", "--rate-fraction", "0.5"],
             "both set the offered rate",
+        ),
+        (
+            ["--scenario", "pressure", "--rate", "5", "--calibrate-runs", "2"],
+            "--calibrate-runs measures the drain of --rate-fraction",
         ),
         (["--scenario", "pressure", "--no-idle"], "--no-idle leaves nothing to hold the horizon"),
         (["--scenario", "steady", "--tag", "../x"], "letters, digits, - and _ only"),

@@ -111,6 +111,7 @@ def command_line(result: TimelineResult, tag: str | None) -> str:
     if c.scenario != "burndown":
         if c.rate_fraction is not None:
             args.extend(["--rate-fraction", f"{c.rate_fraction:g}"])
+            flag("--calibrate-runs", c.calibrate_runs, d.calibrate_runs)
         else:
             flag("--rate", c.rate, d.rate)
     if c.scenario == "steady":
@@ -199,11 +200,20 @@ def _setup_lines(result: TimelineResult) -> list[str]:
             f"sampled every {c.sample_s:g} s."
         ]
     if result.calibrated_drain_per_s is not None and c.rate_fraction is not None:
-        offered = (
-            f"{result.rate:,.0f} jobs/s offered: {c.rate_fraction:.0%} of a "
-            f"{c.processes}-process drain of {c.calibrate_jobs:,} jobs measured just before "
-            f"({result.calibrated_drain_per_s:,.0f}/s)"
-        )
+        drains = result.calibration_drains_per_s
+        if len(drains) > 1:
+            each = " / ".join(f"{d:,.0f}" for d in drains)
+            measured = (
+                f"the median of {len(drains)} {c.processes}-process drains of "
+                f"{c.calibrate_jobs:,} jobs measured just before "
+                f"({result.calibrated_drain_per_s:,.0f}/s of {each})"
+            )
+        else:
+            measured = (
+                f"a {c.processes}-process drain of {c.calibrate_jobs:,} jobs measured just "
+                f"before ({result.calibrated_drain_per_s:,.0f}/s)"
+            )
+        offered = f"{result.rate:,.0f} jobs/s offered: {c.rate_fraction:.0%} of {measured}"
     else:
         offered = f"{result.rate:,.0f} jobs/s offered"
     text = (

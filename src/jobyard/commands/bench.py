@@ -48,6 +48,7 @@ _TAG: Final = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _APPLIES: Final = {
     "--rate": ("steady", "pressure"),
     "--rate-fraction": ("steady", "pressure"),
+    "--calibrate-runs": ("steady", "pressure"),
     "--duration": ("steady",),
     "--baseline-s": ("pressure",),
     "--hold-s": ("pressure",),
@@ -127,6 +128,16 @@ def bench_cmd(
             "just before (e.g. 0.8), instead of --rate.",
         ),
     ] = None,
+    calibrate_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--calibrate-runs",
+            min=1,
+            max=9,
+            help="with --rate-fraction: drains measured before the run; the rate is a "
+            "fraction of their median (3).",
+        ),
+    ] = None,
     duration: Annotated[
         float | None, typer.Option("--duration", min=1, help="steady: seconds (120).")
     ] = None,
@@ -199,7 +210,8 @@ def bench_cmd(
     from jobyard.benchmarks import harness, reference, report  # loads only for this command
 
     scenario_options = {
-        "--rate": rate, "--rate-fraction": rate_fraction, "--duration": duration,
+        "--rate": rate, "--rate-fraction": rate_fraction, "--calibrate-runs": calibrate_runs,
+        "--duration": duration,
         "--baseline-s": baseline_s, "--hold-s": hold_s, "--recovery-s": recovery_s,
         "--readers": readers, "--idle/--no-idle": idle, "--max-concurrency": max_concurrency,
         "--jobs": jobs, "--sample-s": sample_s, "--tag": tag, "--from-json": from_json,
@@ -374,6 +386,8 @@ def _bench_scenario(
                        f"it applies to: {', '.join(_APPLIES[option])}")  # fmt: skip
     if options["--rate"] is not None and options["--rate-fraction"] is not None:
         raise fail("--rate and --rate-fraction both set the offered rate", "use one")
+    if options["--calibrate-runs"] is not None and options["--rate-fraction"] is None:
+        raise fail("--calibrate-runs measures the drain of --rate-fraction", "add --rate-fraction")
     if options["--idle/--no-idle"] is False and not options["--readers"]:
         raise fail("--no-idle leaves nothing to hold the horizon", "add --readers N")
     tag = options["--tag"]
@@ -386,6 +400,7 @@ def _bench_scenario(
     base = timeline.QUICK if quick else timeline.FULL
     fields = {
         "rate": options["--rate"], "rate_fraction": options["--rate-fraction"],
+        "calibrate_runs": options["--calibrate-runs"],
         "duration_s": options["--duration"], "baseline_s": options["--baseline-s"],
         "hold_s": options["--hold-s"], "recovery_s": options["--recovery-s"],
         "readers": options["--readers"], "idle_hold": options["--idle/--no-idle"],
