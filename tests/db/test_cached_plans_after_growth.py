@@ -58,10 +58,8 @@ GROWN_TABLES = (
 MAX_REMOVED = GROWN // 10
 
 
-async def _claim_all(
-    conn: Conn, queue: QueueRef, worker: WorkerId, *, lease_s: float = 30.0
-) -> list[ClaimedJob]:
-    return await claim.claim_batch(conn, queue, worker, 100, lease_s=lease_s, start=True)
+async def _claim_all(conn: Conn, queue: QueueRef, worker: WorkerId) -> list[ClaimedJob]:
+    return await claim.claim_batch(conn, queue, worker, 100, lease_s=30.0, start=True)
 
 
 async def _round(

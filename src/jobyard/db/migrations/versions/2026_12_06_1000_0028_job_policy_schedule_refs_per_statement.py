@@ -26,9 +26,9 @@ Create Date: 2026-12-06 10:00
 
 from __future__ import annotations
 
-import importlib
-
 from alembic import op
+
+from jobyard.db.migrations import earlier
 
 revision = "0028"
 down_revision = "0027"
@@ -251,10 +251,7 @@ ALTER TABLE jobs
 
 def _parent_refs_check_0002() -> str:
     """0002's jobs_parent_refs_check, as CREATE OR REPLACE."""
-    source: str = importlib.import_module(_REFS_0002).UPGRADE
-    start = source.index("CREATE FUNCTION jobs_parent_refs_check(")
-    end = source.index("$$;", source.index("$$", start) + 2) + len("$$;")
-    return source[start:end].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    return earlier.replaced_function(_REFS_0002, "CREATE FUNCTION jobs_parent_refs_check(", "$$;")
 
 
 def upgrade() -> None:

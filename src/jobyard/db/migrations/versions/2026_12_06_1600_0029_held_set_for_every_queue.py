@@ -35,6 +35,8 @@ import importlib
 
 from alembic import op
 
+from jobyard.db.migrations import earlier
+
 revision = "0029"
 down_revision = "0028"
 branch_labels = None
@@ -144,13 +146,6 @@ ALTER TABLE job_held DROP COLUMN worker_id;
 """
 
 
-def _statement(module: str, start: str, end: str) -> str:
-    """The text of a migration's UPGRADE from `start` to the first `end` after it."""
-    source: str = importlib.import_module(module).UPGRADE
-    at = source.index(start)
-    return source[at : source.index(end, at) + len(end)]
-
-
 def upgrade() -> None:
     op.execute(UPGRADE)
 
@@ -158,10 +153,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     ring = importlib.import_module(_RING_0025)
     op.execute(DOWNGRADE_FIRST)
-    op.execute(_statement(_HELD_0022, "CREATE FUNCTION queues_held_reset()", "$$;"))
-    op.execute(_statement(_HELD_0022, "CREATE TRIGGER queues_held_reset", ";"))
+    op.execute(earlier.statement(_HELD_0022, "CREATE FUNCTION queues_held_reset()", "$$;"))
+    op.execute(earlier.statement(_HELD_0022, "CREATE TRIGGER queues_held_reset", ";"))
     op.execute(ring._held("job_held_fill").replace(" OR REPLACE", "", 1))
     op.execute(ring._held("jobs_held_sync"))
     op.execute(ring._function(_HELD_0022, "job_held_rotate"))
-    op.execute(_statement(_COUNT_0023, "COMMENT ON FUNCTION job_held_count", "';"))
+    op.execute(earlier.statement(_COUNT_0023, "COMMENT ON FUNCTION job_held_count", "';"))
     op.execute(DOWNGRADE_LAST)

@@ -41,9 +41,9 @@ Create Date: 2026-12-06 19:00
 
 from __future__ import annotations
 
-import importlib
-
 from alembic import op
+
+from jobyard.db.migrations import earlier
 
 revision = "0030"
 down_revision = "0029"
@@ -162,11 +162,7 @@ DROP TABLE job_worker_refs;
 
 
 def _workers_null_refs_0003() -> str:
-    source: str = importlib.import_module(_RUN_REFS_0003).UPGRADE
-    at = source.index("CREATE FUNCTION workers_null_refs()")
-    end = "END $$;"
-    text = source[at : source.index(end, at) + len(end)]
-    return text.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1)
+    return earlier.replaced_function(_RUN_REFS_0003, "CREATE FUNCTION workers_null_refs()")
 
 
 def upgrade() -> None:

@@ -28,9 +28,9 @@ Create Date: 2026-12-06 23:30
 
 from __future__ import annotations
 
-import importlib
-
 from alembic import op
+
+from jobyard.db.migrations import earlier
 
 revision = "0031"
 down_revision = "0030"
@@ -83,9 +83,7 @@ _HELD_0029 = "jobyard.db.migrations.versions.2026_12_06_1600_0029_held_set_for_e
 
 def _function_0029() -> str:
     """0029's jobs_held_sync, as it was (CREATE OR REPLACE without SET clauses drops them)."""
-    source: str = importlib.import_module(_HELD_0029).UPGRADE
-    at = source.index("CREATE OR REPLACE FUNCTION jobs_held_sync()")
-    return source[at : source.index("END $$;", at) + len("END $$;")]
+    return earlier.statement(_HELD_0029, "CREATE OR REPLACE FUNCTION jobs_held_sync()")
 
 
 def upgrade() -> None:

@@ -27,9 +27,9 @@ Create Date: 2026-12-07 02:40
 
 from __future__ import annotations
 
-import importlib
-
 from alembic import op
+
+from jobyard.db.migrations import earlier
 
 revision = "0033"
 down_revision = "0032"
@@ -62,9 +62,7 @@ _DECLARE = "    woke bigint;\n    has_callbacks boolean;\n"
 
 def _final_effects_0013() -> str:
     """0013's jobs_final_effects, as it was."""
-    source: str = importlib.import_module(_BATCH_COUNTS_0013).UPGRADE
-    at = source.index("CREATE OR REPLACE FUNCTION jobs_final_effects()")
-    return source[at : source.index("END $$;", at) + len("END $$;")]
+    return earlier.statement(_BATCH_COUNTS_0013, "CREATE OR REPLACE FUNCTION jobs_final_effects()")
 
 
 def _final_effects() -> str:
