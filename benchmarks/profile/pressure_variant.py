@@ -28,7 +28,7 @@ from typing import Final
 from profiling_server import start_with
 from psycopg import sql
 
-from jobyard.benchmarks import scenarios, timeline
+from jobyard.benchmarks import harness, scenarios, timeline
 from jobyard.db import embedded, testing
 from jobyard.db.pool import connect_sync
 from jobyard.db.urls import with_database
@@ -113,9 +113,12 @@ async def one_run(
 ) -> timeline.TimelineResult:
     url = testing.create_clone(admin_url, template, "jy_profile_")
     try:
-        return await timeline._Run(url, config, config.rate, log).run()
+        result = await timeline._Run(url, config, config.rate, log).run()
     finally:
         testing.drop_database(admin_url, url)
+    # The settings of this run (max_wal_size, checksums, …) go into its JSON, as the scenario's own.
+    result.server = await harness.server_info(admin_url)
+    return result
 
 
 def main() -> None:
