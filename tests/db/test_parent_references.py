@@ -270,6 +270,92 @@ async def test_an_insert_into_a_queue_deleted_meanwhile_fails(db_url: str, conn:
     assert await _count(conn, "jobs") == 0
 
 
+async def _insert_job(conn: Conn, queue: dict[str, Any]) -> None:
+    await conn.execute(
+        "INSERT INTO jobs (project_id, queue_id, handler) VALUES (%s, %s, 'noop')",
+        (queue["project_id"], queue["id"]),
+    )
+
+
+async def _delete_times_out(deleter: Conn, queue: dict[str, Any]) -> bool:
+    await deleter.execute("SET lock_timeout = '300ms'")
+    try:
+        await deleter.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+    except psycopg.errors.LockNotAvailable:
+        return True
+    return False
+
+
+async def test_concurrent_inserts_hold_their_queue_without_writing_its_row(
+    db_url: str, conn: Conn
+) -> None:
+    # Migration 0034: a row lock by two transactions at once is a MultiXact, one per enqueue
+    # when producers share a queue; the shared advisory lock writes nothing into the row.
+    queue = await make_queue(conn)
+    inserters = [await connect(db_url), await connect(db_url)]
+    deleter = await connect(db_url, autocommit=True)
+    try:
+        for inserter in inserters:
+            await _insert_job(inserter, queue)
+        cur = await conn.execute(
+            "SELECT xmax::text AS xmax FROM queues WHERE id = %s", (queue["id"],)
+        )
+        row = await cur.fetchone()
+        assert row is not None and row["xmax"] == "0"
+        # Both still keep the queue: a delete waits for each of them.
+        assert await _delete_times_out(deleter, queue)
+        await inserters[0].commit()
+        assert await _delete_times_out(deleter, queue)
+        await inserters[1].commit()
+        await deleter.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+        assert await _count(conn, "jobs") == 0
+    finally:
+        for c in (*inserters, deleter):
+            await c.close()
+
+
+async def test_an_insert_into_several_queues_holds_each_of_them(db_url: str, conn: Conn) -> None:
+    first = await make_queue(conn)
+    second = await make_queue(conn, project_id=first["project_id"])
+    inserter = await connect(db_url)
+    deleter = await connect(db_url, autocommit=True)
+    try:
+        await inserter.execute(
+            """INSERT INTO jobs (project_id, queue_id, handler)
+               SELECT %s, q, 'noop' FROM unnest(%s::bigint[]) q""",
+            (first["project_id"], [first["id"], second["id"]]),
+        )
+        assert await _delete_times_out(deleter, first)
+        assert await _delete_times_out(deleter, second)
+        await inserter.commit()
+        await deleter.execute("DELETE FROM queues WHERE id = %s", (second["id"],))
+        cur = await conn.execute("SELECT queue_id FROM jobs")
+        assert [r["queue_id"] for r in await cur.fetchall()] == [first["id"]]
+    finally:
+        await inserter.close()
+        await deleter.close()
+
+
+async def test_a_repeatable_read_insert_into_a_queue_deleted_since_its_snapshot_fails(
+    db_url: str, conn: Conn
+) -> None:
+    # Its snapshot still shows the queue, so it cannot rely on reading it after the advisory
+    # lock: it locks the row instead, and the concurrent delete is a serialization failure.
+    queue = await make_queue(conn)
+    inserter = await connect(db_url)
+    try:
+        await inserter.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        await inserter.execute("SELECT 1")  # the snapshot
+        await conn.execute("DELETE FROM queues WHERE id = %s", (queue["id"],))
+        await conn.commit()
+        with pytest.raises(psycopg.errors.SerializationFailure):
+            await _insert_job(inserter, queue)
+        await inserter.rollback()
+    finally:
+        await inserter.close()
+    assert await _count(conn, "jobs") == 0
+
+
 async def test_deleting_queues_outside_read_committed_is_refused(db_url: str, conn: Conn) -> None:
     queue = await make_queue(conn)
     await make_job(conn, queue=queue)

@@ -393,9 +393,10 @@ ORDER BY pg_stat_get_dead_tuples(c.oid) DESC
 -- Serialize claims on a queue that has max_concurrency; returns the room left (0 when paused).
 -- Run in its own statement so the next statement's snapshot sees every committed claim.
 -- FOR NO KEY UPDATE, not FOR UPDATE: it conflicts with itself (claims take turns) and with any
--- change to the queue row, but not with the FOR KEY SHARE that each enqueue to the queue takes
--- (jobs_parent_refs_check, migration 0002): with FOR UPDATE every enqueue to a limited queue
--- waited for the claim in progress (sampled at up to 211 ms in a pressure run on a busy host).
+-- change to the queue row, but not with FOR KEY SHARE, which an enqueue took on the queue row
+-- until migration 0034 (and still takes outside READ COMMITTED, queue_hold): with FOR UPDATE
+-- every such enqueue to a limited queue waited for the claim in progress (sampled at up to
+-- 211 ms in a pressure run on a busy host).
 -- explain: {}
 SELECT q.max_concurrency, q.is_paused
 FROM queues q WHERE q.id = %(queue_id)s
