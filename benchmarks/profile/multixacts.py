@@ -20,8 +20,9 @@ import asyncio
 import statistics
 from typing import Final
 
+from profiling_server import head_and_base
+
 from jobyard.benchmarks import scenarios
-from jobyard.db import embedded, migrate, testing
 from jobyard.db.pool import connect
 
 Counters = tuple[int, int]
@@ -79,15 +80,8 @@ def main() -> None:
     parser.add_argument("--enqueues", type=int, default=4000)
     parser.add_argument("--connections", type=int, nargs="+", default=[4, 8])
     args = parser.parse_args()
-    admin = embedded.start(testing.test_pgdata())
-    template = testing.ensure_template(admin)
-    urls = {name: testing.create_clone(admin, template, prefix="mxact_") for name in NAMES}
-    try:
-        migrate.downgrade(urls["base"], args.base_revision)
+    with head_and_base(args.base_revision, prefix="mxact_") as urls:
         results = asyncio.run(measure(urls, args.rounds, args.enqueues, args.connections))
-    finally:
-        for url in urls.values():
-            testing.drop_database(admin, url)
     rev = args.base_revision
     print(
         f"\n{args.enqueues:,} single enqueues into one queue, medians of {args.rounds} rounds"

@@ -1,14 +1,16 @@
 """The profiling scripts' own embedded PostgreSQL: jobyard's settings, plus the few a script
-needs that only take effect after a restart (pg_stat_statements, commit timestamps)."""
+needs that only take effect after a restart (pg_stat_statements, commit timestamps); and the
+pair of clones (head and an earlier revision) that the A/B scripts compare."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from psycopg import sql
 
-from jobyard.db import embedded
+from jobyard.db import embedded, migrate, testing
 from jobyard.db.pool import connect_sync
 
 
@@ -35,3 +37,18 @@ def start_with(data_dir: Path, settings: Mapping[str, str]) -> str:
         return url
     embedded.stop(data_dir)
     return embedded.start(data_dir)
+
+
+@contextmanager
+def head_and_base(base_revision: str, prefix: str) -> Iterator[dict[str, str]]:
+    """Two clones of the test template on the tests' embedded server, `head` as migrated and
+    `base` downgraded to `base_revision`: their URLs by name, dropped on exit."""
+    admin = embedded.start(testing.test_pgdata())
+    template = testing.ensure_template(admin)
+    urls = {name: testing.create_clone(admin, template, prefix=prefix) for name in ("base", "head")}
+    try:
+        migrate.downgrade(urls["base"], base_revision)
+        yield urls
+    finally:
+        for url in urls.values():
+            testing.drop_database(admin, url)

@@ -28,8 +28,9 @@ import asyncio
 import statistics
 from typing import Final
 
+from profiling_server import head_and_base
+
 from jobyard.benchmarks import scenarios
-from jobyard.db import embedded, migrate, testing
 from jobyard.db.pool import Conn, connect
 
 # Session-local functions (pg_temp): nothing is left in the clones' schema.
@@ -138,17 +139,8 @@ def main() -> None:
     parser.add_argument("--statements", type=int, default=3000)
     parser.add_argument("--batches", type=int, default=20, help="batch inserts of 1,000 jobs")
     args = parser.parse_args()
-    admin = embedded.start(testing.test_pgdata())
-    template = testing.ensure_template(admin)
-    urls = {
-        name: testing.create_clone(admin, template, prefix="cost_") for name in ("base", "head")
-    }
-    try:
-        migrate.downgrade(urls["base"], args.base_revision)
+    with head_and_base(args.base_revision, prefix="cost_") as urls:
         results = asyncio.run(measure(urls, args.rounds, args.statements, args.batches))
-    finally:
-        for url in urls.values():
-            testing.drop_database(admin, url)
     rev = args.base_revision
     print(
         f"\nPer statement (the batch: per job), medians of {args.rounds} rounds of "
