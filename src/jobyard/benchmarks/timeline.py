@@ -728,8 +728,11 @@ def _judge(
     after = [w for w in windows if w.phase == "recovery"]
 
     def typical_p99(j: int) -> float | None:
-        # One slow window on a shared host is not a relapse: the median of a few in a row.
-        p99s = [w.p99_ms for w in after[j : j + RECOVERY_SMOOTHING] if w.p99_ms is not None]
+        # One slow window on a shared host is not a relapse: the median of a few in a row from
+        # this one, or the phase's last few once fewer are left (a median of the last one or two
+        # windows alone would make one slow window near the end a relapse after all).
+        start = max(0, min(j, len(after) - RECOVERY_SMOOTHING))
+        p99s = [w.p99_ms for w in after[start : start + RECOVERY_SMOOTHING] if w.p99_ms is not None]
         return statistics.median(p99s) if p99s else None
 
     recovered_s: float | None = None

@@ -6,13 +6,13 @@ enqueue (and its trigger then deletes the new job) and an enqueue that waited fo
 the queue gone. A row lock is written into the row: its `xmax`. When two transactions lock the
 same row, PostgreSQL records both lockers in a MultiXact, and every further locker makes a new
 MultiXact with all the current members plus itself. Producers that enqueue into one queue from
-several sessions at once (a web application's request handlers) therefore create about one
-MultiXact per enqueue, each with as many members as there are concurrent enqueues: 3,830
-MultiXacts for 4,000 single enqueues from four connections (docs/BENCHMARKS.md). MultiXact ids
-and their member space wrap around: past `autovacuum_multixact_freeze_max_age` every table whose
-oldest MultiXact is too old, the whole job history included, gets an anti-wraparound vacuum, and a
-member space used up stops every statement that would make a new MultiXact. The job queue itself
-would be the cause, at a steady enqueue rate, in days.
+several sessions at once (a web application's request handlers) therefore made MultiXacts: 152
+per 1,000 single enqueues from four connections and 164 from eight, with two or more members
+each (benchmarks/profile/multixacts.py, docs/BENCHMARKS.md). MultiXact ids and their member
+space wrap around: past `autovacuum_multixact_freeze_max_age` every table whose oldest MultiXact
+is too old, the whole job history included, gets an anti-wraparound vacuum, and a member space
+used up stops every statement that would make a new MultiXact. At the rate measured (four
+producers, ~4,000 enqueues a second) the queue alone passed the default age in about a week.
 
 The lock is now taken where it costs nothing to share: the inserting transaction takes a
 transaction-level shared advisory lock on the queue (`queue_hold`), then reads the queue with a
