@@ -55,7 +55,8 @@ HOT_WRITES_PER_JOB: Final = 0.05
 # baseline's typical window p99 (the target), and the backlog no larger than it was in
 # the baseline…
 RECOVERY_P99_FACTOR: Final = 2.0
-# …where a window's p99 is the median of it and the next few (10 s at the default sampling).
+# …where a window's p99 is the median of it and the next few (10 s at the default sampling), or
+# of the phase's last few for the windows that have fewer after them.
 RECOVERY_SMOOTHING: Final = 5
 
 
