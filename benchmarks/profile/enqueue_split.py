@@ -21,6 +21,18 @@ other round). Medians of the rounds, microseconds a call, round trip and commit 
 - `core.enqueue.enqueue`: what the SDK's `defer` runs (the queue looked up by name in the same
   statement, the id and status sent back).
 
+With `--pgqueuer` every round also runs PgQueuer's single enqueue (`Queries.enqueue`) and the
+same bare insert, both sent by asyncpg (benchmarks/peers/pgqueuer/enqueue_calls.py, in the peer
+venv that `make bench-peers` builds) on a database of the same server, as one more step of the
+turns: what PgQueuer's enqueue costs above the floor, and what the client library changes.
+
+The server loads pg_stat_statements (`track = all`): for every variant the table also gives the
+server's execution time a call, of the statement itself (top level, its triggers included) and
+of the statements its triggers ran (nested). The bookkeeping costs every variant alike.
+
+`--profile VARIANT` runs only that variant, `--calls` times, and names its server process on
+stderr, for a profiler beside it (`perf record -g --call-graph dwarf -p PID`).
+
 Disabling a trigger takes `ALTER TABLE` between rounds, on this clone only. Written for issue 15
 point 3 (docs/BENCHMARKS.md, "A single enqueue, split").
 """
@@ -29,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -47,6 +61,23 @@ from jobyard.domain.schemas import JobCreate
 
 ROOT: Final = Path(__file__).resolve().parent.parent.parent
 DATA_DIR: Final = ROOT / ".jobyard" / "profile-enqueue" / "pgdata"
+PEER_PYTHON: Final = ROOT / ".jobyard" / "peers" / "pgqueuer" / "venv" / "bin" / "python"
+PEER_SCRIPT: Final = ROOT / "benchmarks" / "peers" / "pgqueuer" / "enqueue_calls.py"
+# The profile server's own settings (a restart the first time): per-statement server time.
+SERVER_SETTINGS: Final = {
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track": "all",
+}
+# Execution time of this database's statements since the last reset, top level and nested, ms.
+SERVER_TIME: Final = """
+SELECT coalesce(sum(total_exec_time) FILTER (WHERE toplevel), 0) AS top,
+       coalesce(sum(total_exec_time) FILTER (WHERE NOT toplevel), 0) AS nested
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"""
+PEER_VARIANTS: Final = {
+    "pgqueuer_us": "PgQueuer enqueue (asyncpg)",
+    "bare_us": "bare insert (asyncpg)",
+}
 INSERT_TRIGGERS: Final = ("jobs_parent_refs_ins", "jobs_ready_ins")
 # The columns a single enqueue sets, by value; the second also sends the enqueue's NOTIFY.
 INSERT: Final = """
@@ -104,48 +135,132 @@ async def _switch(admin: Conn, triggers: tuple[str, ...], on: bool) -> None:
         await admin.execute(f"ALTER TABLE jobs {'ENABLE' if on else 'DISABLE'} TRIGGER {trigger}")
 
 
-async def measure(url: str, rounds: int, calls: int) -> dict[str, list[float]]:
+class Peer:
+    """PgQueuer's side of the turns: a database of its own on the same server."""
+
+    def __init__(self, admin_url: str) -> None:
+        self._workdir = DATA_DIR.parent / "pgqueuer"
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        self.url = self._run("--url", admin_url, "--setup").strip()
+
+    def _run(self, *args: str) -> str:
+        out = subprocess.run(  # noqa: S603 - the peer venv's interpreter and our script
+            [str(PEER_PYTHON), str(PEER_SCRIPT), "--workdir", str(self._workdir), *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout
+
+    def round(self, calls: int, round_no: int) -> dict[str, float]:
+        parsed: dict[str, float] = json.loads(
+            self._run("--url", self.url, "--calls", str(calls), "--round", str(round_no))
+        )
+        return {PEER_VARIANTS[key]: value for key, value in parsed.items()}
+
+
+async def _prepare(conn: Conn, admin: Conn) -> dict[str, tuple[Call, tuple[str, ...]]]:
+    """The clone's project, queue and bare table; the variants, calling on `conn`."""
+    await admin.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    project_id, queue = await scenarios._setup(conn)
+    await conn.execute(
+        "CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
+        " payload jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now())"
+    )
+    return variants(conn, project_id, queue.id)
+
+
+async def run_one(url: str, name: str, calls: int) -> None:
+    """`calls` calls of one variant, after printing its server process's pid to stderr: a
+    steady load to profile from beside it (`perf record -g -p PID`)."""
     conn = await connect(url, autocommit=True)
     admin = await connect(url, autocommit=True)
     try:
-        project_id, queue = await scenarios._setup(conn)
-        await conn.execute(
-            "CREATE TABLE bare_jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,"
-            " payload jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now())"
-        )
-        table = variants(conn, project_id, queue.id)
-        results: dict[str, list[float]] = {name: [] for name in table}
-        for r in range(rounds):
-            order = list(table) if r % 2 == 0 else list(reversed(table))
-            for name in order:
-                call, disabled = table[name]
-                await _switch(admin, disabled, on=False)
-                try:
-                    started = time.perf_counter()
-                    for _ in range(calls):
-                        await call()
-                    results[name].append((time.perf_counter() - started) / calls * 1e6)
-                finally:
-                    await _switch(admin, disabled, on=True)
-            log(f"round {r + 1}/{rounds} done")
-        return results
+        table = await _prepare(conn, admin)
+        if name not in table:
+            raise SystemExit(f"--profile: one of {', '.join(table)}")
+        call, disabled = table[name]
+        await _switch(admin, disabled, on=False)
+        cur = await conn.execute("SELECT pg_backend_pid() AS pid")
+        row = await cur.fetchone()
+        assert row is not None
+        log(f"{name}: {calls:,} calls from server process {row['pid']}")
+        for _ in range(calls):
+            await call()
+        await _switch(admin, disabled, on=True)
     finally:
         await conn.close()
         await admin.close()
 
 
-def table(results: dict[str, list[float]], rounds: int, calls: int) -> str:
+Timings = dict[str, list[float]]
+ServerTimes = dict[str, list[tuple[float, float]]]
+
+
+async def measure(
+    url: str, rounds: int, calls: int, peer: Peer | None = None
+) -> tuple[Timings, ServerTimes]:
+    """Wall µs a call of every variant by round, and the server's (top level, nested) µs a call
+    of jobyard's variants."""
+    conn = await connect(url, autocommit=True)
+    admin = await connect(url, autocommit=True)
+    try:
+        table = await _prepare(conn, admin)
+        results: Timings = {name: [] for name in table}
+        server: ServerTimes = {name: [] for name in table}
+        steps = [*table, *(["PgQueuer"] if peer else [])]
+        for r in range(rounds):
+            order = steps if r % 2 == 0 else list(reversed(steps))
+            for name in order:
+                if peer is not None and name == "PgQueuer":
+                    for variant, value in peer.round(calls, r).items():
+                        results.setdefault(variant, []).append(value)
+                    continue
+                call, disabled = table[name]
+                await _switch(admin, disabled, on=False)
+                try:
+                    await admin.execute("SELECT pg_stat_statements_reset()")
+                    started = time.perf_counter()
+                    for _ in range(calls):
+                        await call()
+                    results[name].append((time.perf_counter() - started) / calls * 1e6)
+                    cur = await admin.execute(SERVER_TIME)
+                    row = await cur.fetchone()
+                    assert row is not None
+                    server[name].append((row["top"] * 1e3 / calls, row["nested"] * 1e3 / calls))
+                finally:
+                    await _switch(admin, disabled, on=True)
+            log(f"round {r + 1}/{rounds} done")
+        return results, server
+    finally:
+        await conn.close()
+        await admin.close()
+
+
+def table(results: Timings, server: ServerTimes, rounds: int, calls: int) -> str:
     floor = statistics.median(results["bare insert"])
     lines = [
-        f"Medians of {rounds} rounds of {calls:,} calls, µs a call (min–max of the rounds):",
+        f"Medians of {rounds} rounds of {calls:,} calls, µs a call (min–max of the rounds); the"
+        " server's execution µs a call, top level (triggers included) and nested (the"
+        " triggers' statements):",
         "",
-        "| variant | µs a call | × bare insert |",
-        "|---|---:|---:|",
+        "| variant | µs a call | × bare insert | server, top level | server, nested |",
+        "|---|---:|---:|---:|---:|",
     ]
     for name, values in results.items():
         mid = statistics.median(values)
+        spent = server.get(name)
+        top, nested = (
+            (
+                f"{statistics.median(t for t, _ in spent):.0f}",
+                f"{statistics.median(n for _, n in spent):.0f}",
+            )
+            if spent
+            else ("—", "—")
+        )
         lines.append(
-            f"| {name} | {mid:.0f} ({min(values):.0f}–{max(values):.0f}) | {mid / floor:.2f} |"
+            f"| {name} | {mid:.0f} ({min(values):.0f}–{max(values):.0f}) | {mid / floor:.2f}"
+            f" | {top} | {nested} |"
         )
     return "\n".join(lines)
 
@@ -154,18 +269,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=800)
+    parser.add_argument("--pgqueuer", action="store_true", help="PgQueuer in the turns too")
+    parser.add_argument(
+        "--profile", metavar="VARIANT", help="only run VARIANT --calls times, for a profiler"
+    )
     args = parser.parse_args()
-    admin_url = start_with(DATA_DIR, {})
+    if args.pgqueuer and not PEER_PYTHON.exists():
+        parser.error(f"{PEER_PYTHON} is missing: run `make bench-peers` once to build it")
+    admin_url = start_with(DATA_DIR, SERVER_SETTINGS)
     try:
         template = testing.ensure_template(admin_url)
         clone = testing.create_clone(admin_url, template, "jy_enqueue_")
         try:
-            results = asyncio.run(measure(clone, args.rounds, args.calls))
+            if args.profile:
+                asyncio.run(run_one(clone, args.profile, args.calls))
+                return
+            peer = Peer(admin_url) if args.pgqueuer else None
+            results, server = asyncio.run(measure(clone, args.rounds, args.calls, peer))
         finally:
             testing.drop_database(admin_url, clone)
     finally:
         embedded.stop(DATA_DIR)
-    print(table(results, args.rounds, args.calls))
+    print(table(results, server, args.rounds, args.calls))
 
 
 if __name__ == "__main__":
