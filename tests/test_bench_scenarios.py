@@ -348,8 +348,14 @@ def test_pressure_holds_the_xmin_horizon_only_during_the_hold(
     # the slowest windows with it.
     assert all(w["activity"]["samples"] >= 1 for w in data["windows"]), data["windows"]
     assert "The slowest windows by pickup p99" in block
-    # The server's WAL, every window: jobs flowed in each, and every commit writes some.
-    assert all(w["wal_bytes"] > 0 for w in data["windows"]), data["windows"]
+    # The server's WAL, every window: a figure in each, and WAL in every phase and in most
+    # windows (every commit writes some). Not in every window: on a loaded host a half-second
+    # window can pass with no commit at all (CI on PostgreSQL 15, 2026-12-07 18:30 UTC).
+    wal = [w["wal_bytes"] for w in data["windows"]]
+    assert all(b is not None and b >= 0 for b in wal), wal
+    assert sum(b > 0 for b in wal) * 2 >= len(wal), wal
+    for phase in ("baseline", "hold", "recovery"):
+        assert sum(w["wal_bytes"] for w in data["windows"] if w["phase"] == phase) > 0, phase
     assert "WAL written by the server" in block and "data_checksums=" in block
 
 
