@@ -202,6 +202,10 @@ async def test_a_payload_number_beyond_a_double_says_out_of_range(
     err = error_of(r, 422, "validation_error")
     assert "NaN and Infinity are not JSON numbers" in err["message"], err
     assert "out of range" not in err["message"]
+    # JSON may escape a lone surrogate; no UTF-8 text (so no jsonb) can hold one.
+    body = b'{"handler": "noop", "payload": {"s": "\\ud800"}}'
+    err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
+    assert "lone surrogate" in err["message"], err
 
 
 async def test_conflict_and_not_found_messages_read_whole_without_the_value(

@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import functools
 import gc
-import json
 import logging
 import os
 import socket
@@ -1012,12 +1011,12 @@ def _formatted(exc: BaseException) -> str:
 def _result_problem(result: Any) -> str | None:
     """Why a handler's return value cannot be stored as the job result (None if it can)."""
     if result is None:
-        return None  # most handlers return nothing: skip two JSON encodings per job
+        return None  # most handlers return nothing: skip the JSON encoding per job
     try:
-        json.dumps(result, allow_nan=False)
+        size = payload_size(result)
     except (TypeError, ValueError) as exc:
         return f"the handler returned a value that is not JSON: {exc}"
-    if payload_size(result) > limits.MAX_PAYLOAD_BYTES:
+    if size > limits.MAX_PAYLOAD_BYTES:
         return f"the handler's result is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB"
     return None
 
