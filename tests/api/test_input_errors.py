@@ -206,6 +206,10 @@ async def test_a_payload_number_beyond_a_double_says_out_of_range(
     body = b'{"handler": "noop", "payload": {"s": "\\ud800"}}'
     err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
     assert "lone surrogate" in err["message"], err
+    # Nor can jsonb hold NUL, even escaped: refused by name, not as a malformed value.
+    body = b'{"handler": "noop", "payload": {"s": "a\\u0000b"}}'
+    err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
+    assert "a string holds NUL" in err["message"], err
 
 
 async def test_conflict_and_not_found_messages_read_whole_without_the_value(

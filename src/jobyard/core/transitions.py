@@ -25,6 +25,7 @@ from jobyard.domain.errors import LeaseLost
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.lifecycle import assert_transition
 from jobyard.domain.models import ClaimedJob
+from jobyard.domain.text import storable, storable_json
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,8 @@ async def fail(
             if outcome is ExecutionOutcome.TIMED_OUT
             else DeadLetterReason.EXHAUSTED
         )
+        # A handler's exception may say what no text column holds (NUL, a lone surrogate).
+        error_type, message = storable(error_type), storable(message)
         text = f"{error_type}: {message}"[: limits.MAX_ERROR_LENGTH]
         row = await run.one(
             conn,
@@ -124,7 +127,7 @@ async def fail(
                 "fingerprint": fingerprint(error_type, message),
                 "outcome": outcome.value,
                 "dlq_reason": reason.value,
-                "traceback": None if traceback is None else truncate_traceback(traceback),
+                "traceback": None if traceback is None else truncate_traceback(storable(traceback)),
                 "now": sql_now(now),
             },
         )
@@ -195,8 +198,8 @@ async def append_log(
                 "seq": job.execution_seq,
                 "worker_id": job.worker_id,
                 "level": level,
-                "message": message[: limits.MAX_LOG_MESSAGE_LENGTH],
-                "fields": jsonb(fields or {}),
+                "message": storable(message)[: limits.MAX_LOG_MESSAGE_LENGTH],
+                "fields": jsonb(storable_json(fields or {})),
             },
         )
     if row is None:
@@ -231,7 +234,7 @@ async def set_progress(conn: Conn, job: ClaimedJob, fraction: float, message: st
                 "seq": job.execution_seq,
                 "worker_id": job.worker_id,
                 "fraction": fraction,
-                "message": message,
+                "message": None if message is None else storable(message),
             },
         )
     if row is None:

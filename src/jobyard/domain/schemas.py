@@ -22,6 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from jobyard.domain import limits
 from jobyard.domain.enums import BackoffKind
 from jobyard.domain.errors import ValidationFailed
+from jobyard.domain.text import unstorable_json
 
 QueueName = Annotated[str, Field(pattern=limits.QUEUE_NAME_PATTERN)]
 HandlerName = Annotated[str, Field(min_length=1, max_length=limits.MAX_HANDLER_LENGTH)]
@@ -90,16 +91,33 @@ _PAYLOAD_TEXT: Final = json.JSONEncoder(
 )
 
 
+class UnstorableText(ValueError):
+    """JSON that jsonb cannot hold: a string with NUL or a lone surrogate."""
+
+
 def payload_size(value: Any) -> int:
-    """Bytes the payload takes as JSON text — the measure the database CHECK uses. Raises
-    ValueError (NaN, Infinity, a lone surrogate) or TypeError (not JSON at all)."""
-    return len(_PAYLOAD_TEXT.encode(value).encode())
+    """Bytes a JSON value (a payload, a result) takes as jsonb's text — the measure the database
+    CHECK uses. Raises UnstorableText (a string jsonb cannot hold), ValueError (NaN, Infinity)
+    or TypeError (not JSON at all)."""
+    text = _PAYLOAD_TEXT.encode(value)
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError:
+        size = -1
+    # json writes NUL as the escape \u0000, which jsonb refuses: look closer only then.
+    if size < 0 or "\\u0000" in text:
+        problem = unstorable_json(value)
+        if problem is not None:
+            raise UnstorableText(problem)
+    return size
 
 
 def check_payload(value: Any) -> Any:
     """Pydantic field validator form (pydantic turns ValueError into a per-field 422)."""
     try:
-        text = _PAYLOAD_TEXT.encode(value)
+        size = payload_size(value)
+    except UnstorableText as exc:
+        raise ValueError(f"payload must be JSON that PostgreSQL can store: {exc}") from None
     except ValueError:
         if _has_infinity(value):
             # Valid JSON text such as 1e400 parses to infinity: say so, not only "NaN".
@@ -108,14 +126,6 @@ def check_payload(value: Any) -> Any:
                 " ±1.8e308; NaN and Infinity are not JSON numbers either)"
             ) from None
         raise ValueError("payload must be JSON: NaN and Infinity are not JSON numbers") from None
-    try:
-        size = len(text.encode())
-    except UnicodeEncodeError:
-        # JSON text may escape a lone surrogate ("\ud800"); no UTF-8 text, so no jsonb, holds it.
-        raise ValueError(
-            "payload must be JSON that UTF-8 can encode: a string holds a lone surrogate"
-            " (a \\ud800-\\udfff escape without its pair)"
-        ) from None
     if size > limits.MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB")
     return value

@@ -36,7 +36,7 @@ from jobyard.domain.enums import ExecutionOutcome
 from jobyard.domain.errors import LeaseLost, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
-from jobyard.domain.schemas import payload_size
+from jobyard.domain.schemas import UnstorableText, payload_size
 from jobyard.domain.settings import Settings
 from jobyard.logs import bind_job, get_logger
 from jobyard.worker.completer import Completer
@@ -1014,6 +1014,8 @@ def _result_problem(result: Any) -> str | None:
         return None  # most handlers return nothing: skip the JSON encoding per job
     try:
         size = payload_size(result)
+    except UnstorableText as exc:
+        return f"the handler's result cannot be stored: {exc}"
     except (TypeError, ValueError) as exc:
         return f"the handler returned a value that is not JSON: {exc}"
     if size > limits.MAX_PAYLOAD_BYTES:

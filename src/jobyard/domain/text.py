@@ -1,0 +1,68 @@
+"""Text that PostgreSQL can store.
+
+A Python string may hold what no `text` or `jsonb` value can: NUL (U+0000) and lone surrogates
+(U+D800–U+DFFF without their pair, which UTF-8 cannot encode). Handlers hand such strings over
+in exception messages, log lines and results; the driver refuses them, and a refused write
+would lose the failure it was recording. What a handler says *about* a job (errors,
+tracebacks, log lines, progress) is made storable with both written as visible escapes; what
+it returns as data (a result, a payload) is refused instead (`unstorable_json`), never altered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NUL_ESCAPE = "\\x00"  # as Python's repr writes it
+
+
+def storable(text: str) -> str:
+    """`text` with NUL and lone surrogates written as backslash escapes (itself if it has none)."""
+    if "\x00" in text:
+        text = text.replace("\x00", NUL_ESCAPE)
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def storable_json(value: Any) -> Any:
+    """A JSON value with every string in it, keys included, made `storable`."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable_json(v) for v in value]
+    return value
+
+
+def unstorable_json(value: Any) -> str | None:
+    """Why `jsonb` cannot hold this JSON value's strings (None if it can): NUL, which jsonb
+    refuses even escaped as \\u0000, or a lone surrogate."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a string holds NUL (\\u0000), which jsonb cannot store"
+        if not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return (
+                    "a string holds a lone surrogate (a \\ud800-\\udfff escape without its"
+                    " pair), which UTF-8 cannot encode"
+                )
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = unstorable_json(str(k)) or unstorable_json(v)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for v in value:
+            problem = unstorable_json(v)
+            if problem:
+                return problem
+    return None
