@@ -10,6 +10,7 @@ it returns as data (a result, a payload) is refused instead (`unstorable_json`),
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 NUL_ESCAPE = "\\x00"  # as Python's repr writes it
@@ -29,14 +30,20 @@ def storable(text: str) -> str:
 
 
 def storable_json(value: Any) -> Any:
-    """A JSON value with every string in it, keys included, made `storable`."""
+    """`value` as JSON that jsonb holds: every string, keys included, made `storable`, and what
+    JSON has no form for (NaN, ±Infinity, a set, any other object) written as its repr. For
+    what a handler says (a log line's fields), where a best effort beats a lost line."""
     if isinstance(value, str):
         return storable(value)
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
     if isinstance(value, dict):
         return {storable(str(k)): storable_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [storable_json(v) for v in value]
-    return value
+    return storable(repr(value))
 
 
 def unstorable_json(value: Any) -> str | None:

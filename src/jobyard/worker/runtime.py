@@ -605,7 +605,9 @@ class Worker:
         if task.cancelled():
             self._settle(r, self._record_failure(r, "CancelledError", "the handler was cancelled"))
             return
-        exc = task.exception()
+        exc: BaseException | None = task.exception()
+        if isinstance(exc, _HandlerExited):
+            exc = exc.__cause__
         if exc is not None:
             if isinstance(exc, LeaseLost):
                 r.context.run(log.warning, "lease lost (reported to the handler)")
@@ -616,7 +618,7 @@ class Worker:
                 self._record_failure(
                     r,
                     type(exc).__name__,
-                    str(exc) or repr(exc),
+                    _described(exc),
                     retryable=not isinstance(exc, ValidationFailed),
                     traceback=_formatted(exc),
                 ),
@@ -739,14 +741,20 @@ class Worker:
                 return "released"
 
     async def _invoke(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
-        if spec.is_async:
-            return await spec.fn(ctx, **kwargs)
-        loop = asyncio.get_running_loop()
-        call = functools.partial(self._in_thread, spec, ctx, kwargs)
-        # copy_context: the job's log bindings follow it into the thread.
-        return await loop.run_in_executor(
-            self._executor, functools.partial(contextvars.copy_context().run, call)
-        )
+        try:
+            if spec.is_async:
+                return await spec.fn(ctx, **kwargs)
+            loop = asyncio.get_running_loop()
+            call = functools.partial(self._in_thread, spec, ctx, kwargs)
+            # copy_context: the job's log bindings follow it into the thread.
+            return await loop.run_in_executor(
+                self._executor, functools.partial(contextvars.copy_context().run, call)
+            )
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # A handler's sys.exit() fails its job, not the worker: asyncio carries these two
+            # out of the event loop, which would end every other run mid-flight. (The
+            # worker's own Ctrl-C and SIGTERM arrive as signals, never through a handler.)
+            raise _HandlerExited() from exc
 
     def _in_thread(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
         with self._busy_lock:
@@ -1003,6 +1011,19 @@ async def _close_quietly(conn: Conn | None) -> None:
             await conn.close()
 
 
+class _HandlerExited(Exception):
+    """Carries a handler's SystemExit or KeyboardInterrupt (its __cause__) to the run's end."""
+
+
+def _described(exc: BaseException) -> str:
+    """The exception's message; its repr if it has none; a note if neither can be made (a
+    handler's exception type may fail in its own __str__)."""
+    try:
+        return str(exc) or repr(exc)
+    except Exception as failed:
+        return f"<the exception's str() failed: {type(failed).__name__}>"
+
+
 def _formatted(exc: BaseException) -> str:
     """The handler's traceback as Python prints it (cut to size when it is stored)."""
     return "".join(traceback_module.format_exception(exc))
@@ -1018,6 +1039,8 @@ def _result_problem(result: Any) -> str | None:
         return f"the handler's result cannot be stored: {exc}"
     except (TypeError, ValueError) as exc:
         return f"the handler returned a value that is not JSON: {exc}"
+    except RecursionError:
+        return "the handler's result is nested too deeply to be written as JSON"
     if size > limits.MAX_PAYLOAD_BYTES:
         return f"the handler's result is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB"
     return None
