@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -140,6 +141,13 @@ async def test_bad_defer_input_names_the_field(db_url: str) -> None:
         await app.defer("noop", delay=-5)
     with pytest.raises(ValidationFailed, match="priority"):
         await app.defer("noop", priority=5000)
+    # A Python value JSON has no form for: the field and the fix, never a bare TypeError.
+    stamp = datetime.now(UTC)
+    fix = r"payload: payload must be JSON: Object of type datetime .*\(convert it first"
+    with pytest.raises(ValidationFailed, match=fix):
+        await app.defer("noop", {"when": stamp})
+    with pytest.raises(ValidationFailed, match=fix):
+        await app.defer_many("noop", [{"when": stamp}])
 
 
 async def test_handler_signatures_ctx_only_and_payload_as_keywords(db_url: str, conn: Conn) -> None:

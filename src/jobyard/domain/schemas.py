@@ -118,6 +118,12 @@ def check_payload(value: Any) -> Any:
         size = payload_size(value)
     except UnstorableText as exc:
         raise ValueError(f"payload must be JSON that PostgreSQL can store: {exc}") from None
+    except TypeError as exc:
+        # Only from Python callers (the SDK): a datetime, UUID or Decimal in the payload. Pydantic
+        # passes a TypeError through as it is; a ValueError becomes the field's error.
+        raise ValueError(
+            f"payload must be JSON: {exc} (convert it first, e.g. .isoformat() or str())"
+        ) from None
     except ValueError:
         if _has_infinity(value):
             # Valid JSON text such as 1e400 parses to infinity: say so, not only "NaN".
