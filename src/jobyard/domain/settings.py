@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     lease_s: float = Field(default=30.0, gt=0, le=3600)
     poll_interval_s: float = Field(default=1.0, gt=0, le=60)
     drain_grace_s: float = Field(default=30.0, ge=0, le=3600)
+    # Log a warning when a worker's event loop stands this long (0 turns the check off).
+    loop_block_warn_s: float = Field(default=1.0, ge=0, le=3600)
     poison_pill_threshold: int = Field(default=3, ge=1, le=100)
     poison_pill_delay_s: float = Field(default=10.0, ge=0, le=86_400)
 

@@ -42,6 +42,7 @@ from jobyard.logs import bind_job, get_logger
 from jobyard.worker.completer import Completer
 from jobyard.worker.context import JobContext, JobLogger
 from jobyard.worker.drain import SignalDrain
+from jobyard.worker.loop_watch import LoopWatch, handler_codes
 from jobyard.worker.registry import Registry, TaskSpec
 from jobyard.worker.retrying import RETRYABLE, Backoff
 from jobyard.worker.running import Running, StopReason
@@ -83,6 +84,8 @@ class WorkerConfig:
     # Re-read queue priority, pause and max_concurrency this often.
     queue_refresh_s: float = 5.0
     name: str = ""
+    # Warn when the event loop stands this long (an async handler that blocks); 0: never.
+    loop_block_warn_s: float = 1.0
 
     @classmethod
     def from_settings(
@@ -103,6 +106,7 @@ class WorkerConfig:
             lease_s=settings.lease_s,
             poll_interval_s=settings.poll_interval_s,
             drain_grace_s=settings.drain_grace_s,
+            loop_block_warn_s=settings.loop_block_warn_s,
             pool_max_size=settings.pool_max_size,
             # Outside production a worker may create its project (local development).
             create_project=settings.env != "prod",
@@ -183,6 +187,15 @@ class Worker:
         self.listening = asyncio.Event()
         # Bound once: every JobContext gets the same writer.
         self._progress_writer = self._set_progress
+        self.loop_watch = LoopWatch(
+            warn_after_s=config.loop_block_warn_s or 1.0,
+            codes=handler_codes((spec.name, spec.fn) for spec in registry if spec.is_async),
+            jobs_of=self._jobs_running,
+        )
+
+    def _jobs_running(self, handler: str) -> list[int]:
+        """Ids of the jobs this worker runs with `handler` (read by the loop watch's thread)."""
+        return sorted(r.job.id for r in list(self.running.values()) if r.job.handler == handler)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -228,6 +241,8 @@ class Worker:
             self._completer = Completer(self._pool, handlers_busy=self._handlers_busy)
             for coro in (self._completer.run(), self._heartbeat_loop(), self._listen_loop()):
                 self._background.append(asyncio.create_task(coro))
+            if self.config.loop_block_warn_s > 0:
+                self._background.append(asyncio.create_task(self.loop_watch.run()))
             log.info(
                 "worker started",
                 worker_id=self.worker_id,

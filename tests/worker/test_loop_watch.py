@@ -1,0 +1,71 @@
+"""An async handler that blocks the event loop is named in the worker's log, with its job and
+the line it stands on; the same work in a plain `def` handler (a thread) is not reported."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+import pytest
+
+from jobyard.db.pool import Conn
+from jobyard.worker.app import App
+from jobyard.worker.context import JobContext
+from tests.worker.helpers import PROJECT, eventually, job_status, running_worker
+
+BLOCK_S = 1.5
+
+
+async def _done(conn: Conn, job_id: int) -> bool:
+    return await job_status(conn, job_id) == "done"
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "event loop" in r.getMessage()]
+
+
+async def _both_said(caplog: pytest.LogCaptureFixture) -> bool:
+    return len(_warnings(caplog)) >= 2
+
+
+async def test_a_blocking_async_handler_is_named_with_its_job_and_line(
+    db_url: str, conn: Conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task()
+    async def blocks_the_loop(ctx: JobContext) -> Any:
+        time.sleep(BLOCK_S)  # noqa: ASYNC251 - the mistake under test
+
+    job = await blocks_the_loop.defer()
+    async with running_worker(db_url, app, loop_block_warn_s=0.3) as worker:
+        await eventually(lambda: _done(conn, job.id), timeout=20)
+        await eventually(lambda: _both_said(caplog), timeout=5)
+    assert worker.loop_watch.blocks_seen == 1
+    blocked, turning = _warnings(caplog)[:2]
+    assert "event loop blocked by handler 'blocks_the_loop'" in blocked, blocked
+    assert f"'job_ids': [{job.id}]" in blocked, blocked
+    assert "test_loop_watch.py:" in blocked and "in blocks_the_loop" in blocked, blocked
+    assert "plain def handler" in blocked, blocked
+    assert "event loop turning again" in turning, turning
+    stood = float(re.search(r"'blocked_s': ([0-9.]+)", turning).group(1))  # type: ignore[union-attr]
+    assert BLOCK_S - 0.5 <= stood <= BLOCK_S + 2, turning
+
+
+async def test_the_same_work_in_a_thread_handler_is_not_reported(
+    db_url: str, conn: Conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task()
+    def blocks_a_thread(ctx: JobContext) -> Any:
+        time.sleep(BLOCK_S)
+
+    job = await blocks_a_thread.defer()
+    async with running_worker(db_url, app, loop_block_warn_s=0.3) as worker:
+        await eventually(lambda: _done(conn, job.id), timeout=20)
+    assert worker.loop_watch.blocks_seen == 0, _warnings(caplog)
