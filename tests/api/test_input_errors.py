@@ -210,6 +210,13 @@ async def test_a_payload_number_beyond_a_double_says_out_of_range(
     body = b'{"handler": "noop", "payload": {"s": "a\\u0000b"}}'
     err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
     assert "a string holds NUL" in err["message"], err
+    # At most 100 levels of arrays and objects: a deeper payload was stored, then answered with
+    # a 500 (pydantic's writer stops at ~254 levels), as was every later read of the job.
+    for levels, status in ((100, 202), (101, 422)):
+        nested = b'{"handler": "noop", "payload": ' + b"[" * levels + b"]" * levels + b"}"
+        r = await client.post(url, content=nested, headers=h)
+        assert r.status_code == status, r.text
+    assert "nested more than 100 levels deep" in error_of(r, 422, "validation_error")["message"]
 
 
 async def test_conflict_and_not_found_messages_read_whole_without_the_value(

@@ -14,7 +14,7 @@ from jobyard.db import migrate
 from jobyard.db.pool import Conn
 from jobyard.db.queries import sql
 from jobyard.domain import enums
-from jobyard.domain.limits import MAX_PAYLOAD_BYTES
+from jobyard.domain.limits import MAX_JSON_DEPTH, MAX_PAYLOAD_BYTES
 from tests.factories import make_job, make_project, make_queue, make_worker
 
 # A finished run of (job_id, execution_seq, attempt), as the engine writes it when the run ends.
@@ -41,6 +41,20 @@ _BIG_JSON = {"blob": "x" * MAX_PAYLOAD_BYTES}
 _FITTING_JSON = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
 
 
+def _nested(levels: int) -> Any:
+    """Arrays nested `levels` deep, the innermost holding a number."""
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+# Migration 0035: nothing 101 levels below the top (MAX_JSON_DEPTH arrays hold a scalar at
+# level 100; Python refuses 101 arrays, the database an item at level 101).
+_DEEP_JSON = {"v": _nested(MAX_JSON_DEPTH)}
+_DEEPEST_JSON = _nested(MAX_JSON_DEPTH)
+
+
 @pytest.mark.parametrize(
     ("column", "fits", "breaks", "constraint"),
     [
@@ -65,6 +79,8 @@ _FITTING_JSON = {"blob": "x" * (MAX_PAYLOAD_BYTES - 20)}
         ("timeout_ms", 1, 0, "jobs_timeout_ms_check"),
         ("payload", Jsonb(_FITTING_JSON), Jsonb(_BIG_JSON), "jobs_payload_size"),
         ("result", Jsonb(_FITTING_JSON), Jsonb(_BIG_JSON), "jobs_result_size"),
+        ("payload", Jsonb(_DEEPEST_JSON), Jsonb(_DEEP_JSON), "jobs_payload_depth"),
+        ("result", Jsonb(_DEEPEST_JSON), Jsonb(_DEEP_JSON), "jobs_result_depth"),
     ],
 )
 async def test_each_column_limit_of_a_job_is_enforced_on_update(
@@ -76,6 +92,32 @@ async def test_each_column_limit_of_a_job_is_enforced_on_update(
         await conn.execute(update, (breaks, job["id"]))
     assert caught.value.diag.constraint_name == constraint
     await conn.execute(update, (fits, job["id"]))
+
+
+@pytest.mark.parametrize(
+    ("insert", "constraint"),
+    [
+        (
+            "INSERT INTO scheduled_jobs (project_id, queue_id, name, cron, handler, payload)"
+            " VALUES (%(project_id)s, %(queue_id)s, 'nightly', '0 3 * * *', 'h', %(payload)s)",
+            "scheduled_jobs_payload_depth",
+        ),
+        (
+            "INSERT INTO dead_letter_jobs (project_id, queue_id, handler, payload, reason,"
+            " attempts) VALUES (%(project_id)s, %(queue_id)s, 'h', %(payload)s, 'exhausted', 1)",
+            "dead_letter_jobs_payload_depth",
+        ),
+    ],
+)
+async def test_the_other_payload_tables_refuse_json_deeper_than_the_limit(
+    conn: Conn, insert: str, constraint: str
+) -> None:
+    queue = await make_queue(conn)
+    values = {"project_id": queue["project_id"], "queue_id": queue["id"]}
+    with pytest.raises(psycopg.errors.CheckViolation) as caught:
+        await conn.execute(insert, {**values, "payload": Jsonb(_DEEP_JSON)})  # type: ignore[arg-type]
+    assert caught.value.diag.constraint_name == constraint
+    await conn.execute(insert, {**values, "payload": Jsonb(_DEEPEST_JSON)})  # type: ignore[arg-type]
 
 
 async def test_the_upgrade_to_domains_rewrites_no_table_and_keeps_the_rows(

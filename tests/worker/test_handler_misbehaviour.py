@@ -78,7 +78,8 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
         "UnprintableError: <the exception's str() failed: RuntimeError>"
     )
     assert await error("too_deep") == (
-        "InvalidResult: the handler's result is nested too deeply to be written as JSON"
+        "InvalidResult: the handler's result cannot be stored: "
+        "it is nested more than 100 levels deep"
     )
     assert await error("exits") == "SystemExit: 3"
     assert await error("exits_async") == "SystemExit: 4"

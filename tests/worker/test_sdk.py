@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -148,6 +149,11 @@ async def test_bad_defer_input_names_the_field(db_url: str) -> None:
         await app.defer("noop", {"when": stamp})
     with pytest.raises(ValidationFailed, match=fix):
         await app.defer_many("noop", [{"when": stamp}])
+    nested: Any = []
+    for _ in range(sys.getrecursionlimit() * 2):
+        nested = [nested]
+    with pytest.raises(ValidationFailed, match="payload cannot be stored: it is nested more than"):
+        await app.defer("noop", {"nested": nested})
 
 
 async def test_handler_signatures_ctx_only_and_payload_as_keywords(db_url: str, conn: Conn) -> None:

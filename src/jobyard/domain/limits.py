@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 MAX_PAYLOAD_BYTES: Final = 64 * 1024
+# Levels of arrays and objects in a payload or result (migration 0035): pydantic's serializer,
+# which writes them back out in API answers, stops at about 254.
+MAX_JSON_DEPTH: Final = 100
 MAX_PRIORITY: Final = 1000
 MIN_PRIORITY: Final = -1000
 MAX_NAME_LENGTH: Final = 200

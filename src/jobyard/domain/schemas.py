@@ -92,23 +92,51 @@ _PAYLOAD_TEXT: Final = json.JSONEncoder(
 
 
 class UnstorableText(ValueError):
-    """JSON that jsonb cannot hold: a string with NUL or a lone surrogate."""
+    """JSON that jsonb cannot hold: a string with NUL or a lone surrogate; or one nested deeper
+    than limits.MAX_JSON_DEPTH."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels in `value` (iteratively: a
+    value too deep for the JSON writer's recursion is still measured)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
+
+
+def _too_deep(value: Any) -> UnstorableText | None:
+    if isinstance(value, dict | list | tuple) and _deeper_than(value, limits.MAX_JSON_DEPTH):
+        return UnstorableText(f"it is nested more than {limits.MAX_JSON_DEPTH} levels deep")
+    return None
 
 
 def payload_size(value: Any) -> int:
     """Bytes a JSON value (a payload, a result) takes as jsonb's text — the measure the database
     CHECK uses. Raises UnstorableText (a string jsonb cannot hold), ValueError (NaN, Infinity)
     or TypeError (not JSON at all)."""
-    text = _PAYLOAD_TEXT.encode(value)
+    try:
+        text = _PAYLOAD_TEXT.encode(value)
+    except RecursionError:
+        raise _too_deep(value) or UnstorableText("it is nested too deeply") from None
+    # Fewer brackets than the limit (strings' brackets counted too) cannot nest past it.
+    if text.count("[") + text.count("{") > limits.MAX_JSON_DEPTH:
+        deep = _too_deep(value)
+        if deep is not None:
+            raise deep
     try:
         size = len(text.encode())
     except UnicodeEncodeError:
         size = -1
     # json writes NUL as the escape \u0000, which jsonb refuses: look closer only then.
     if size < 0 or "\\u0000" in text:
-        problem = unstorable_json(value)
-        if problem is not None:
-            raise UnstorableText(problem)
+        text_problem = unstorable_json(value)
+        if text_problem is not None:
+            raise UnstorableText(text_problem)
     return size
 
 
@@ -117,7 +145,7 @@ def check_payload(value: Any) -> Any:
     try:
         size = payload_size(value)
     except UnstorableText as exc:
-        raise ValueError(f"payload must be JSON that PostgreSQL can store: {exc}") from None
+        raise ValueError(f"payload cannot be stored: {exc}") from None
     except TypeError as exc:
         # Only from Python callers (the SDK): a datetime, UUID or Decimal in the payload. Pydantic
         # passes a TypeError through as it is; a ValueError becomes the field's error.

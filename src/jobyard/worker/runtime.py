@@ -1054,8 +1054,6 @@ def _result_problem(result: Any) -> str | None:
         return f"the handler's result cannot be stored: {exc}"
     except (TypeError, ValueError) as exc:
         return f"the handler returned a value that is not JSON: {exc}"
-    except RecursionError:
-        return "the handler's result is nested too deeply to be written as JSON"
     if size > limits.MAX_PAYLOAD_BYTES:
         return f"the handler's result is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB"
     return None
