@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from jobyard.db.pool import Conn
+from jobyard.domain.limits import MAX_JSON_DEPTH
 from jobyard.worker.app import App
 from jobyard.worker.context import JobContext
 from tests.worker.helpers import PROJECT, eventually, job_status, rows, running_worker, scalar
@@ -43,7 +44,10 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
 
     @app.task(max_attempts=1)
     async def odd_fields(ctx: JobContext) -> Any:
-        await ctx.logger.info("fields JSON has no form for", nan=float("nan"), items={1})
+        deep: Any = 1
+        for _ in range(sys.getrecursionlimit() * 2):
+            deep = [deep]
+        await ctx.logger.info("fields JSON has no form for", nan=float("nan"), items={1}, deep=deep)
 
     @app.task(max_attempts=1)
     def exits(ctx: JobContext) -> Any:
@@ -90,6 +94,10 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
     (line,) = await rows(
         conn, "SELECT fields FROM job_logs WHERE job_id = %s", jobs["odd_fields"].id
     )
+    deep = line["fields"].pop("deep")
     assert line["fields"] == {"nan": "nan", "items": "{1}"}
+    for _ in range(MAX_JSON_DEPTH - 1):  # the fields object is the first level
+        (deep,) = deep
+    assert deep == "[nested more than 100 levels deep]"
     for job in [*neighbours, later]:
         assert await job_status(conn, job.id) == "done"

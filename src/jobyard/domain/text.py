@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from jobyard.domain.limits import MAX_JSON_DEPTH
+
 NUL_ESCAPE = "\\x00"  # as Python's repr writes it
+TOO_DEEP = f"[nested more than {MAX_JSON_DEPTH} levels deep]"
 
 
 def storable(text: str) -> str:
@@ -29,9 +32,10 @@ def storable(text: str) -> str:
     return text
 
 
-def storable_json(value: Any) -> Any:
-    """`value` as JSON that jsonb holds: every string, keys included, made `storable`, and what
-    JSON has no form for (NaN, ±Infinity, a set, any other object) written as its repr. For
+def storable_json(value: Any, depth: int = 0) -> Any:
+    """`value` as JSON that jsonb holds and the API can write back: every string, keys
+    included, made `storable`; what JSON has no form for (NaN, ±Infinity, a set, any other
+    object) written as its repr; containers below MAX_JSON_DEPTH levels replaced by a note. For
     what a handler says (a log line's fields), where a best effort beats a lost line."""
     if isinstance(value, str):
         return storable(value)
@@ -39,10 +43,12 @@ def storable_json(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict | list | tuple) and depth >= MAX_JSON_DEPTH:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {storable(str(k)): storable_json(v) for k, v in value.items()}
+        return {storable(str(k)): storable_json(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [storable_json(v) for v in value]
+        return [storable_json(v, depth + 1) for v in value]
     return storable(repr(value))
 
 
