@@ -7,6 +7,7 @@ decorates the group's Typer (`jobs_app`) and is imported below.
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import typer
@@ -43,6 +44,31 @@ app.add_typer(dlq.dlq_app, name="dlq")
 app.add_typer(schedules.schedules_app, name="schedules")
 app.add_typer(database.db_app, name="db")
 app.add_typer(accounts.accounts_app, name="accounts")
+
+
+def _first_paragraph(text: str) -> str:
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
+
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """Typer lists each command by the first paragraph of its help but, in its rich markup mode,
+    keeps that paragraph's line breaks, so a docstring wrapped in the source broke mid-sentence
+    in `jobyard --help`. Each command and group gets that paragraph, joined, as its short help."""
+    for command in typer_app.registered_commands:
+        text = command.help or (inspect.getdoc(command.callback) if command.callback else None)
+        if command.short_help is None and text:
+            command.short_help = _first_paragraph(text)
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is None:
+            continue
+        _one_line_summaries(sub)
+        text = sub.info.help
+        if isinstance(text, str) and not isinstance(sub.info.short_help, str):
+            sub.info.short_help = _first_paragraph(text)
+
+
+_one_line_summaries(app)
 
 
 def main() -> None:

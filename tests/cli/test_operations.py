@@ -177,3 +177,15 @@ def test_help_shows_no_bool_noise(command: list[str]) -> None:
     assert result.exit_code == 0, result.output
     assert "<bool>" not in result.output
     assert "--help" in result.output
+
+
+@pytest.mark.parametrize("group", [[], ["jobs"], ["db"], ["queues"], ["accounts"]])
+def test_command_lists_read_as_sentences_on_a_wide_terminal(group: list[str]) -> None:
+    """Each command's summary fills its row before it wraps: a docstring's own line breaks
+    (Typer keeps them in its rich mode) once broke summaries mid-sentence."""
+    result = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    panel = result.output.split("Commands")[1]
+    rows = [line for line in panel.splitlines() if line.startswith("│")]
+    continued = [row for row in rows if re.match(r"│\s{3,}\S", row)]
+    assert rows and not continued, result.output
