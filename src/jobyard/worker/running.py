@@ -46,6 +46,12 @@ class Running:
     started: float = 0.0  # monotonic, for the debug line's duration
     # Set once the outcome is decided: a stop request or a late handler changes nothing.
     settled: bool = False
+    # A plain `def` handler's thread: running its handler now; and whether the run had already
+    # left the worker while it ran (an orphan thread, which holds a slot until it returns).
+    # Both are read and written under the worker's thread lock.
+    in_thread: bool = False
+    left: bool = False
+    orphaned: bool = False
 
     @property
     def key(self) -> tuple[JobId, int]:

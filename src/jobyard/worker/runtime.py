@@ -175,6 +175,10 @@ class Worker:
         )
         self._busy_threads = 0
         self._busy_lock = threading.Lock()
+        # Threads still running a handler whose run was recorded without it (a timeout or a
+        # cancel it ignored). Each holds a slot: the executor has `concurrency` threads, and a
+        # job claimed without a free one would wait for it and time out without having run.
+        self._orphan_threads = 0
         self._abandoned: set[asyncio.Task[Any]] = set()
         # Tasks recording a failure, stop or release (kept referenced until they end).
         self._settling: set[asyncio.Task[None]] = set()
@@ -381,7 +385,7 @@ class Worker:
         if self._suspect_run is not None or (self._make_room and self.running):
             return 0
         # Handler slots free, and at most `concurrency` more runs held awaiting their record.
-        working = len(self.running) - self._recording
+        working = len(self.running) - self._recording + self._orphan_threads
         return min(
             self.config.concurrency - working, 2 * self.config.concurrency - len(self.running)
         )
@@ -598,7 +602,7 @@ class Worker:
                 r, self._record_failure(r, "ValidationFailed", exc.message, retryable=False)
             )
             return
-        task = loop.create_task(self._invoke(spec, ctx, kwargs), context=context)
+        task = loop.create_task(self._invoke(r, spec, kwargs), context=context)
         r.handler_task = task
         timeout = r.timeout_s
         if timeout is not None:
@@ -719,6 +723,8 @@ class Worker:
             left = self._runs_per_job.pop(r.job.id) - 1
             if left:
                 self._runs_per_job[r.job.id] = left
+        if r.spec is not None and not r.spec.is_async:
+            self._leave_thread(r)
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         if not self.running:
             self._idle.set()
@@ -734,6 +740,23 @@ class Worker:
                 log.debug("job finished", outcome=outcome, duration_ms=duration_ms)
             else:
                 r.context.run(log.debug, "job finished", outcome=outcome, duration_ms=duration_ms)
+
+    def _leave_thread(self, r: Running) -> None:
+        """A thread handler's run is recorded: if its thread still runs, it holds a slot."""
+        with self._busy_lock:
+            r.left = True
+            if r.in_thread and not r.orphaned:
+                r.orphaned = True
+                self._orphan_threads += 1
+            orphans = self._orphan_threads if r.orphaned else 0
+        if orphans:
+            log.warning(
+                "handler thread still running after its run was recorded (it does not check "
+                "ctx.is_cancelled()); this worker claims fewer jobs until it returns",
+                handler=r.job.handler,
+                job_id=r.job.id,
+                orphan_threads=orphans,
+            )
 
     async def _record_stopped(self, r: Running) -> str:
         match r.stop_reason:
@@ -755,12 +778,12 @@ class Worker:
                 await self._record(r, "release", self._release)
                 return "released"
 
-    async def _invoke(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
+    async def _invoke(self, r: Running, spec: TaskSpec, kwargs: dict[str, Any]) -> Any:
         try:
             if spec.is_async:
-                return await spec.fn(ctx, **kwargs)
+                return await spec.fn(r.ctx, **kwargs)
             loop = asyncio.get_running_loop()
-            call = functools.partial(self._in_thread, spec, ctx, kwargs)
+            call = functools.partial(self._in_thread, loop, r, spec, kwargs)
             # copy_context: the job's log bindings follow it into the thread.
             return await loop.run_in_executor(
                 self._executor, functools.partial(contextvars.copy_context().run, call)
@@ -771,14 +794,27 @@ class Worker:
             # worker's own Ctrl-C and SIGTERM arrive as signals, never through a handler.)
             raise _HandlerExited() from exc
 
-    def _in_thread(self, spec: TaskSpec, ctx: JobContext, kwargs: dict[str, Any]) -> Any:
+    def _in_thread(
+        self, loop: asyncio.AbstractEventLoop, r: Running, spec: TaskSpec, kwargs: dict[str, Any]
+    ) -> Any:
         with self._busy_lock:
             self._busy_threads += 1
+            r.in_thread = True
+            if r.left:  # stopped and recorded before this thread picked it up
+                r.orphaned = True
+                self._orphan_threads += 1
         try:
-            return spec.fn(ctx, **kwargs)
+            return spec.fn(r.ctx, **kwargs)
         finally:
             with self._busy_lock:
                 self._busy_threads -= 1
+                r.in_thread = False
+                orphan_ended = r.orphaned
+                if orphan_ended:
+                    self._orphan_threads -= 1
+            if orphan_ended:
+                with contextlib.suppress(RuntimeError):  # the loop closed after a drain
+                    loop.call_soon_threadsafe(self._slot_freed)
 
     # ------------------------------------------------------------------ record
 
