@@ -174,13 +174,22 @@ async def test_handler_signatures_ctx_only_and_payload_as_keywords(db_url: str, 
         seen["blocking_thread"] = threading.current_thread().name
         return {"n": n * 2}
 
+    class Resizer:
+        """A callable object with an async __call__: run on the loop, like an async def."""
+
+        async def __call__(self, ctx: JobContext, width: int) -> int:
+            seen["callable_thread"] = threading.current_thread().name
+            return width // 2
+
+    resize = app.task(name="resize")(Resizer())
     a = await ctx_only.defer(x=1)
     b = await keywords.defer(a=40)
     c = await blocking.defer(n=21)
+    d = await resize.defer(width=640)
     # Payload keys the handler does not declare: a permanent mismatch, not retried.
     bad = await keywords.defer(a=1, surprise=True)
     async with running_worker(db_url, app):
-        for job in (a, b, c):
+        for job in (a, b, c, d):
             await eventually(lambda job=job: _is(conn, job.id, "done"))
         await eventually(lambda: _is(conn, bad.id, "dead_letter"))
     assert seen["ctx_only"] == {"x": 1}
@@ -188,6 +197,8 @@ async def test_handler_signatures_ctx_only_and_payload_as_keywords(db_url: str, 
     assert seen["blocking_thread"].startswith("jobyard-handler")
     assert await scalar(conn, "SELECT result FROM jobs WHERE id = %s", b.id) == 42
     assert await scalar(conn, "SELECT result FROM jobs WHERE id = %s", c.id) == {"n": 42}
+    assert await scalar(conn, "SELECT result FROM jobs WHERE id = %s", d.id) == 320
+    assert seen["callable_thread"] == "MainThread"
     error = await scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", bad.id)
     assert error.startswith("ValidationFailed: payload does not fit handler 'keywords'")
     assert "surprise" in error

@@ -45,7 +45,10 @@ def handler_codes(handlers: Iterable[tuple[str, Callable[..., Any]]]) -> dict[Co
     """Code object → handler name, for the handlers that run on the loop (`async def`)."""
     codes: dict[CodeType, str] = {}
     for name, fn in handlers:
-        code = getattr(inspect.unwrap(fn), "__code__", None)
+        fn = inspect.unwrap(fn)
+        if not inspect.isroutine(fn):  # an object with an async __call__
+            fn = type(fn).__call__
+        code = getattr(fn, "__code__", None)
         if code is not None:
             codes[code] = name
     return codes

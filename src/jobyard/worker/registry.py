@@ -36,7 +36,10 @@ class TaskSpec:
     # Cached: inspecting the signature on every job was ~6% of a worker's CPU on no-op jobs.
     @functools.cached_property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
+        # An object whose __call__ is `async def` is a coroutine function too: run in a thread,
+        # it would return an unawaited coroutine as its result.
+        call = type(self.fn).__call__ if not inspect.isroutine(self.fn) else None
+        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(call)
 
     @functools.cached_property
     def takes_payload(self) -> bool:
