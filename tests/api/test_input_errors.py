@@ -206,10 +206,6 @@ async def test_a_payload_number_beyond_a_double_says_out_of_range(
     body = b'{"handler": "noop", "payload": {"s": "\\ud800"}}'
     err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
     assert "lone surrogate" in err["message"], err
-    # Nor can jsonb hold NUL, even escaped: refused by name, not as a malformed value.
-    body = b'{"handler": "noop", "payload": {"s": "a\\u0000b"}}'
-    err = error_of(await client.post(url, content=body, headers=h), 422, "validation_error")
-    assert "a string holds NUL" in err["message"], err
     # At most 100 levels of arrays and objects: a deeper payload was stored, then answered with
     # a 500 (pydantic's writer stops at ~254 levels), as was every later read of the job.
     for levels, status in ((100, 202), (101, 422)):

@@ -149,6 +149,11 @@ async def test_bad_defer_input_names_the_field(db_url: str) -> None:
         await app.defer("noop", {"when": stamp})
     with pytest.raises(ValidationFailed, match=fix):
         await app.defer_many("noop", [{"when": stamp}])
+    # NUL, which no text or jsonb holds: the place named, as the API does.
+    with pytest.raises(ValidationFailed, match=r"payload\.note\[1\]: must not contain the NUL"):
+        await app.defer("noop", {"note": ["ok", "a\x00b"]})
+    with pytest.raises(ValidationFailed, match=r"payloads\[1\]\.s: must not contain the NUL"):
+        await app.defer_many("noop", [{"s": "fine"}, {"s": "\x00"}])
     nested: Any = []
     for _ in range(sys.getrecursionlimit() * 2):
         nested = [nested]

@@ -22,7 +22,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from jobyard.domain import limits
 from jobyard.domain.enums import BackoffKind
 from jobyard.domain.errors import ValidationFailed
-from jobyard.domain.text import unstorable_json
+from jobyard.domain.text import lone_surrogate_in
 
 QueueName = Annotated[str, Field(pattern=limits.QUEUE_NAME_PATTERN)]
 HandlerName = Annotated[str, Field(min_length=1, max_length=limits.MAX_HANDLER_LENGTH)]
@@ -92,8 +92,9 @@ _PAYLOAD_TEXT: Final = json.JSONEncoder(
 
 
 class UnstorableText(ValueError):
-    """JSON that jsonb cannot hold: a string with NUL or a lone surrogate; or one nested deeper
-    than limits.MAX_JSON_DEPTH."""
+    """JSON that jsonb cannot hold (a string with a lone surrogate), or one nested deeper than
+    limits.MAX_JSON_DEPTH. NUL, which jsonb cannot hold either, is `text.reject_nul`'s: it
+    names the place."""
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -129,15 +130,14 @@ def payload_size(value: Any) -> int:
         if deep is not None:
             raise deep
     try:
-        size = len(text.encode())
+        return len(text.encode())
     except UnicodeEncodeError:
-        size = -1
-    # json writes NUL as the escape \u0000, which jsonb refuses: look closer only then.
-    if size < 0 or "\\u0000" in text:
-        text_problem = unstorable_json(value)
-        if text_problem is not None:
-            raise UnstorableText(text_problem)
-    return size
+        if lone_surrogate_in(value):
+            raise UnstorableText(
+                "a string holds a lone surrogate (a \\ud800-\\udfff escape without its pair),"
+                " which UTF-8 cannot encode"
+            ) from None
+        raise
 
 
 def check_payload(value: Any) -> Any:

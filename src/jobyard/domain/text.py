@@ -5,7 +5,8 @@ A Python string may hold what no `text` or `jsonb` value can: NUL (U+0000) and l
 in exception messages, log lines and results; the driver refuses them, and a refused write
 would lose the failure it was recording. What a handler says *about* a job (errors,
 tracebacks, log lines, progress) is made storable with both written as visible escapes; what
-it returns as data (a result, a payload) is refused instead (`unstorable_json`), never altered.
+it returns as data (a result, a payload) is refused instead (`reject_nul`,
+`lone_surrogate_in`), never altered.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from jobyard.domain.errors import ValidationFailed
 from jobyard.domain.limits import MAX_JSON_DEPTH
 
 NUL_ESCAPE = "\\x00"  # as Python's repr writes it
@@ -52,30 +54,43 @@ def storable_json(value: Any, depth: int = 0) -> Any:
     return storable(repr(value))
 
 
-def unstorable_json(value: Any) -> str | None:
-    """Why `jsonb` cannot hold this JSON value's strings (None if it can): NUL, which jsonb
-    refuses even escaped as \\u0000, or a lone surrogate."""
+def lone_surrogate_in(value: Any) -> bool:
+    """Whether a string of this JSON value, keys included, holds a lone surrogate."""
+    if isinstance(value, str):
+        if value.isascii():
+            return False
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(lone_surrogate_in(str(k)) or lone_surrogate_in(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(lone_surrogate_in(v) for v in value)
+    return False
+
+
+def reject_nul(value: Any, field: str) -> None:
+    """ValidationFailed naming the first string (or object key) inside `value` that holds a NUL.
+
+    PostgreSQL can store NUL neither in text nor anywhere in jsonb (not even as the escape
+    \\u0000), and the driver refuses it with an error the db boundary does not translate;
+    shared schemas (JobCreate, payloads) do not forbid it themselves, so the API's routes and
+    the SDK check here, before any SQL, and name the place.
+    """
     if isinstance(value, str):
         if "\x00" in value:
-            return "a string holds NUL (\\u0000), which jsonb cannot store"
-        if not value.isascii():
-            try:
-                value.encode()
-            except UnicodeEncodeError:
-                return (
-                    "a string holds a lone surrogate (a \\ud800-\\udfff escape without its"
-                    " pair), which UTF-8 cannot encode"
+            raise ValidationFailed(f"{field}: must not contain the NUL character", field=field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{field}.{key}" if field else str(key)
+            if isinstance(key, str) and "\x00" in key:
+                raise ValidationFailed(
+                    f"{field or 'body'}: keys must not contain the NUL character",
+                    field=field or "body",
                 )
-        return None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            problem = unstorable_json(str(k)) or unstorable_json(v)
-            if problem:
-                return problem
-        return None
-    if isinstance(value, list | tuple):
-        for v in value:
-            problem = unstorable_json(v)
-            if problem:
-                return problem
-    return None
+            reject_nul(item, path)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            reject_nul(item, f"{field}[{i}]")

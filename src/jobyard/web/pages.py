@@ -29,7 +29,6 @@ from jobyard.api.ratelimit import (
     forgive_login_attempt,
     take_login_attempt,
 )
-from jobyard.api.resources._shared import reject_nul
 from jobyard.core import (
     actions,
     admin,
@@ -55,6 +54,7 @@ from jobyard.domain.enums import JobStatus, Role, WorkerStatus
 from jobyard.domain.errors import JobyardError, NotFound, ValidationFailed
 from jobyard.domain.ids import JobId, OrgId, ProjectId, QueueId
 from jobyard.domain.lifecycle import operator_sources
+from jobyard.domain.text import reject_nul
 from jobyard.logs import get_logger
 from jobyard.web import csrf, svg
 from jobyard.web.session import (

@@ -55,6 +55,7 @@ from jobyard.domain.errors import (
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.schemas import BatchCreate, BatchItem, JobCreate, RetryOverride
 from jobyard.domain.settings import Settings
+from jobyard.domain.text import reject_nul
 from jobyard.worker.canvas import BatchRun, JobRef, Signature, job_ids
 from jobyard.worker.canvas import batch as canvas_batch
 from jobyard.worker.registry import Handler, Registry, TaskSpec
@@ -441,6 +442,8 @@ class App:
             )
         except ValidationError as exc:
             raise _validation_failed(exc) from None
+        for at, item in enumerate(batch.jobs):
+            reject_nul(item.payload, f"payloads[{at}]")
         if spec.retry is not None:
             # A batch row carries no per-job retry override; refuse rather than drop it.
             raise ValidationFailed(
@@ -733,7 +736,7 @@ def _job_create(
 ) -> JobCreate:
     delay_ms = _delay_ms(delay)
     try:
-        return JobCreate(
+        job = JobCreate(
             queue=spec.queue,
             handler=spec.name,
             payload=payload,
@@ -747,6 +750,9 @@ def _job_create(
         )
     except ValidationError as exc:
         raise _validation_failed(exc) from None
+    # After validation, which bounds the payload's depth for this walk.
+    reject_nul(job.payload, "payload")
+    return job
 
 
 def _validation_failed(exc: ValidationError, prefix: str = "") -> ValidationFailed:

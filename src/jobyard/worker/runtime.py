@@ -38,6 +38,7 @@ from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
 from jobyard.domain.schemas import UnstorableText, payload_size
 from jobyard.domain.settings import Settings
+from jobyard.domain.text import reject_nul
 from jobyard.logs import bind_job, get_logger
 from jobyard.worker.completer import Completer
 from jobyard.worker.context import JobContext, JobLogger
@@ -1090,6 +1091,10 @@ def _result_problem(result: Any) -> str | None:
         return f"the handler's result cannot be stored: {exc}"
     except (TypeError, ValueError) as exc:
         return f"the handler returned a value that is not JSON: {exc}"
+    try:
+        reject_nul(result, "result")
+    except ValidationFailed as exc:
+        return f"the handler's result cannot be stored: {exc.message}"
     if size > limits.MAX_PAYLOAD_BYTES:
         return f"the handler's result is larger than {limits.MAX_PAYLOAD_BYTES // 1024} KB"
     return None

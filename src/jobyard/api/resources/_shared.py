@@ -48,30 +48,6 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(_not_bool)]
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-def reject_nul(value: Any, field: str) -> None:
-    """ValidationFailed naming the first string (or object key) inside `value` that holds a NUL.
-
-    PostgreSQL can store NUL neither in text nor anywhere in jsonb, and the driver refuses it
-    with an error the db boundary does not translate; shared schemas (JobCreate, payloads) do
-    not forbid it themselves, so the engine routes check here, before any SQL.
-    """
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValidationFailed(f"{field}: must not contain the NUL character", field=field)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            path = f"{field}.{key}" if field else str(key)
-            if isinstance(key, str) and "\x00" in key:
-                raise ValidationFailed(
-                    f"{field or 'body'}: keys must not contain the NUL character",
-                    field=field or "body",
-                )
-            reject_nul(item, path)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            reject_nul(item, f"{field}[{i}]")
-
-
 _NUMBER: Final = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after, reject_nul
+from jobyard.api.resources._shared import IdPath, Text, as_page, keyset_after
 from jobyard.api.resources.jobs import JobDetail
 from jobyard.api.routes import Route, Scope
 from jobyard.core import dlq, read_models
@@ -24,6 +24,7 @@ from jobyard.domain import limits
 from jobyard.domain.enums import DeadLetterReason, Role
 from jobyard.domain.ids import JobId
 from jobyard.domain.schemas import check_payload
+from jobyard.domain.text import reject_nul
 
 
 class DeadLetterPublic(BaseModel):

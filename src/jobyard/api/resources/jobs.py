@@ -22,7 +22,6 @@ from jobyard.api.resources._shared import (
     Text,
     as_page,
     keyset_after,
-    reject_nul,
     utc,
 )
 from jobyard.api.routes import Route, Scope
@@ -32,6 +31,7 @@ from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.errors import IllegalTransition
 from jobyard.domain.ids import JobId
 from jobyard.domain.schemas import BatchRequest, JobCreate
+from jobyard.domain.text import reject_nul
 
 
 class JobSummary(BaseModel):

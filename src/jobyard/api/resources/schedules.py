@@ -16,13 +16,14 @@ from pydantic.json_schema import SkipJsonSchema
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
-from jobyard.api.resources._shared import Id, IdPath, Text, as_page, keyset_after, reject_nul
+from jobyard.api.resources._shared import Id, IdPath, Text, as_page, keyset_after
 from jobyard.api.routes import Route, Scope
 from jobyard.core import read_models, schedules
 from jobyard.core.cron import MAX_CRON_LENGTH, MAX_TIMEZONE_LENGTH
 from jobyard.domain import limits
 from jobyard.domain.enums import OverlapPolicy, Role
 from jobyard.domain.schemas import HandlerName, Priority, check_payload
+from jobyard.domain.text import reject_nul
 
 # No control characters, and at least one that is not white space: core refuses a blank name,
 # and Python counts U+001C-U+001F as white space where JSON Schema's regexes do not.

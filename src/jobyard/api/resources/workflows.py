@@ -14,12 +14,13 @@ from pydantic import BaseModel, Field
 
 from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.ratelimit import enforce_enqueue_limit
-from jobyard.api.resources._shared import IdPath, reject_nul, utc
+from jobyard.api.resources._shared import IdPath, utc
 from jobyard.api.routes import Route, Scope
 from jobyard.core import workflows
 from jobyard.domain.enums import JobStatus, Role
 from jobyard.domain.ids import JobId
 from jobyard.domain.schemas import WorkflowCreate
+from jobyard.domain.text import reject_nul
 
 
 class WorkflowCreated(BaseModel):
