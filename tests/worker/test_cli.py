@@ -61,6 +61,17 @@ def test_enqueue_prints_the_job_id_and_status_and_jobs_lists_it(cli: CliRunner) 
         (["jobs", "list", "--status", "sleeping"], "--status must be one of"),
         (["worker", "--app", "no_colon_here"], "--app must look like 'package.module:app'"),
         (["worker", "--app", "not_a_module_xyz:app"], "cannot import module 'not_a_module_xyz'"),
+        # The user's module fails: the error and its place in their code, not a traceback.
+        (
+            ["worker", "--app", "tests.worker.raising_app:app"],
+            "importing 'tests.worker.raising_app' raised RuntimeError: boom at import"
+            " (at tests/worker/raising_app.py:",
+        ),
+        (
+            ["worker", "--app", "tests.worker.missing_dependency_app:app"],
+            "importing 'tests.worker.missing_dependency_app' raised ModuleNotFoundError: No module"
+            " named 'not_installed_dependency_xyz' (at tests/worker/missing_dependency_app.py:",
+        ),
         (["worker", "--app", "tests.acceptance.apps:nothing"], "has no attribute 'nothing'"),
         (["worker", "--app", "tests.worker.helpers:PROJECT"], "is a str, not a jobyard.App"),
         (["worker", "--queues", " , "], "--queues needs at least one queue name"),

@@ -6,11 +6,13 @@ prints it without a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import re
 import sys
+import traceback as traceback_module
 from typing import Any, Final
 
 from jobyard.core import projects
@@ -42,13 +44,13 @@ def load_app(ref: str) -> App:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigurationError(
-            f"--app: cannot import module {module_name!r}: {exc}", field="app"
-        ) from None
+        if _is_the_module_itself(exc, module_name):
+            raise ConfigurationError(
+                f"--app: cannot import module {module_name!r}: {exc}", field="app"
+            ) from None
+        raise _raised_on_import(module_name, exc) from None
     except Exception as exc:
-        raise ConfigurationError(
-            f"--app: importing {module_name!r} raised {type(exc).__name__}: {exc}", field="app"
-        ) from None
+        raise _raised_on_import(module_name, exc) from None
     found = getattr(module, attr, None)
     if found is None:
         raise ConfigurationError(
@@ -59,6 +61,33 @@ def load_app(ref: str) -> App:
             f"--app: {ref} is a {type(found).__name__}, not a jobyard.App", field="app"
         )
     return found
+
+
+def _is_the_module_itself(exc: ImportError, module_name: str) -> bool:
+    """Whether the module named by --app (or a package above it) is what was not found, rather
+    than something that module imports (a missing dependency is the user's module's error)."""
+    missing = exc.name or ""
+    return bool(missing) and (module_name == missing or module_name.startswith(missing + "."))
+
+
+def _raised_on_import(module_name: str, exc: Exception) -> ConfigurationError:
+    """The error, and where in the user's code it was raised (the innermost frame outside
+    Python's import machinery), without the traceback."""
+    frames = [
+        f
+        for f in traceback_module.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<frozen") and "importlib" not in f.filename
+    ]
+    where = ""
+    if frames:
+        path = frames[-1].filename
+        with contextlib.suppress(ValueError):  # another drive on Windows
+            relative = os.path.relpath(path)
+            path = path if relative.startswith("..") else relative
+        where = f" (at {path}:{frames[-1].lineno})"
+    return ConfigurationError(
+        f"--app: importing {module_name!r} raised {type(exc).__name__}: {exc}{where}", field="app"
+    )
 
 
 def parse_queues(text: str) -> list[str]:
