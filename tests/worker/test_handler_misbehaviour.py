@@ -101,3 +101,35 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
     assert deep == "[nested more than 100 levels deep]"
     for job in [*neighbours, later]:
         assert await job_status(conn, job.id) == "done"
+
+
+async def test_a_result_the_database_refuses_fails_that_job_only(db_url: str, conn: Conn) -> None:
+    """A rule only the database knows (here a test's own constraint on the result's domain):
+    the success's completion is refused alone, and the job is recorded as InvalidResult
+    instead of staying `running` until its lease expires (then again on every worker)."""
+    await conn.execute(
+        "ALTER DOMAIN job_result ADD CONSTRAINT test_no_forbidden CHECK (NOT VALUE ? 'forbidden')"
+    )
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task(max_attempts=3)
+    async def refused(ctx: JobContext) -> Any:
+        return {"forbidden": True}
+
+    @app.task(max_attempts=1)
+    async def fine(ctx: JobContext) -> Any:
+        return {"ok": True}
+
+    job = await refused.defer()
+    neighbours = [await fine.defer() for _ in range(5)]
+    async with running_worker(db_url, app):
+        for each in [job, *neighbours]:
+            await eventually(lambda each=each: _final(conn, each.id), timeout=20)
+    assert await job_status(conn, job.id) == "dead_letter"
+    error = str(await scalar(conn, "SELECT last_error FROM jobs WHERE id = %s", job.id))
+    assert error == (
+        "InvalidResult: the database refused the result: value out of range"
+        " (constraint test_no_forbidden)"
+    )
+    for each in neighbours:
+        assert await job_status(conn, each.id) == "done"

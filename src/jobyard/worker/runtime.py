@@ -33,7 +33,7 @@ from jobyard.db import run
 from jobyard.db.pool import Conn, Pool, connect, open_pool
 from jobyard.domain import limits
 from jobyard.domain.enums import ExecutionOutcome
-from jobyard.domain.errors import LeaseLost, ValidationFailed
+from jobyard.domain.errors import JobyardError, LeaseLost, ValidationFailed
 from jobyard.domain.ids import JobId, ProjectId, QueueId, WorkerId
 from jobyard.domain.models import ClaimedJob, HeartbeatResult, QueueRef
 from jobyard.domain.schemas import UnstorableText, payload_size
@@ -660,7 +660,18 @@ class Worker:
             r.context.run(
                 log.error, "completion not recorded", error=type(landed).__name__, exc_info=landed
             )
-            self._finish(r, "error")
+            # The database refused this success alone (the completer retried it by itself): a
+            # result no check in Python caught. Recorded as the job's failure, not left
+            # running for the reaper to hand to the next worker, which would meet it again.
+            self._settle(
+                r,
+                self._record_failure(
+                    r,
+                    "InvalidResult",
+                    f"the database refused the result: {_refusal(landed)}",
+                    retryable=False,
+                ),
+            )
         elif not landed:
             r.context.run(
                 log.warning, "completion not recorded: this worker no longer held the job"
@@ -1061,6 +1072,15 @@ async def _close_quietly(conn: Conn | None) -> None:
         # Closing a connection the server already dropped may raise; there is nothing to do.
         with contextlib.suppress(Exception):
             await conn.close()
+
+
+def _refusal(exc: Exception) -> str:
+    """A refused write as the job's error: the constraint it broke, when the database named
+    one (db/errors.py translates a CHECK it has no message for as "value out of range")."""
+    if isinstance(exc, JobyardError):
+        constraint = exc.details.get("constraint")
+        return exc.message + (f" (constraint {constraint})" if constraint else "")
+    return f"{type(exc).__name__}: {_described(exc)}"
 
 
 class _HandlerExited(Exception):
