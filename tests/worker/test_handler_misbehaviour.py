@@ -48,6 +48,7 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
         for _ in range(sys.getrecursionlimit() * 2):
             deep = [deep]
         await ctx.logger.info("fields JSON has no form for", nan=float("nan"), items={1}, deep=deep)
+        await ctx.logger.info("fields larger than a line keeps", blob="x" * 20_000)
 
     @app.task(max_attempts=1)
     def exits(ctx: JobContext) -> Any:
@@ -91,9 +92,12 @@ async def test_a_misbehaving_handler_fails_its_own_job_and_the_worker_goes_on(
     for name in ("unprintable", "too_deep", "exits", "exits_async", "interrupts"):
         assert await job_status(conn, jobs[name].id) == "dead_letter", name
     assert await job_status(conn, jobs["odd_fields"].id) == "done"
-    (line,) = await rows(
-        conn, "SELECT fields FROM job_logs WHERE job_id = %s", jobs["odd_fields"].id
+    line, big = await rows(
+        conn, "SELECT fields FROM job_logs WHERE job_id = %s ORDER BY id", jobs["odd_fields"].id
     )
+    assert big["fields"] == {
+        "fields_dropped": "20,012 bytes of fields, more than the 16 KB a log line keeps"
+    }
     deep = line["fields"].pop("deep")
     assert line["fields"] == {"nan": "nan", "items": "{1}"}
     for _ in range(MAX_JSON_DEPTH - 1):  # the fields object is the first level

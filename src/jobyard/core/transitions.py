@@ -25,6 +25,7 @@ from jobyard.domain.errors import LeaseLost
 from jobyard.domain.ids import JobId, ProjectId
 from jobyard.domain.lifecycle import assert_transition
 from jobyard.domain.models import ClaimedJob
+from jobyard.domain.schemas import payload_size
 from jobyard.domain.text import storable, storable_json
 
 
@@ -199,11 +200,25 @@ async def append_log(
                 "worker_id": job.worker_id,
                 "level": level,
                 "message": storable(message)[: limits.MAX_LOG_MESSAGE_LENGTH],
-                "fields": jsonb(storable_json(fields or {})),
+                "fields": jsonb(_log_fields(fields)),
             },
         )
     if row is None:
         raise LeaseLost(job_id=job.id, execution_seq=job.execution_seq)
+
+
+def _log_fields(fields: dict[str, Any] | None) -> Any:
+    """A log line's fields as stored: made storable, and replaced by a note when larger than
+    the table keeps (the line is written, as a long message is written cut, rather than the
+    handler's log call failing its job)."""
+    stored = storable_json(fields or {})
+    size = payload_size(stored)
+    if size > limits.MAX_LOG_FIELDS_BYTES:
+        return {
+            "fields_dropped": f"{size:,} bytes of fields, more than the "
+            f"{limits.MAX_LOG_FIELDS_BYTES // 1024} KB a log line keeps"
+        }
+    return stored
 
 
 def truncate_traceback(text: str, limit: int = limits.MAX_TRACEBACK_LENGTH) -> str:

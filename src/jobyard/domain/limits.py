@@ -14,6 +14,8 @@ MAX_NAME_LENGTH: Final = 200
 MAX_HANDLER_LENGTH: Final = 200
 MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
 MAX_LOG_MESSAGE_LENGTH: Final = 8000
+# A log line's fields as jsonb text (job_logs' CHECK): larger ones are replaced by a note.
+MAX_LOG_FIELDS_BYTES: Final = 16 * 1024
 MAX_ERROR_LENGTH: Final = 8000
 MAX_ATTEMPTS_CEILING: Final = 100
 # The largest id the API takes: I-JSON's (RFC 7493) interoperable integer limit, 2^53 - 1, so a
