@@ -26,8 +26,19 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "event loop" in r.getMessage()]
 
 
+def _report_and_end(caplog: pytest.LogCaptureFixture, handler: str) -> tuple[str, str] | None:
+    """The first report naming `handler` and the end of that block (the next "turning again").
+    A loaded host may stall the loop for other reasons too: those reports name no handler."""
+    said = _warnings(caplog)
+    for at, line in enumerate(said):
+        if f"blocked by handler {handler!r}" in line:
+            ends = [later for later in said[at + 1 :] if "event loop turning again" in later]
+            return (line, ends[0]) if ends else None
+    return None
+
+
 async def _both_said(caplog: pytest.LogCaptureFixture) -> bool:
-    return len(_warnings(caplog)) >= 2
+    return _report_and_end(caplog, "blocks_the_loop") is not None
 
 
 async def test_a_blocking_async_handler_is_named_with_its_job_and_line(
@@ -44,8 +55,10 @@ async def test_a_blocking_async_handler_is_named_with_its_job_and_line(
     async with running_worker(db_url, app, loop_block_warn_s=0.3) as worker:
         await eventually(lambda: _done(conn, job.id), timeout=20)
         await eventually(lambda: _both_said(caplog), timeout=5)
-    assert worker.loop_watch.blocks_seen == 1
-    blocked, turning = _warnings(caplog)[:2]
+    assert worker.loop_watch.blocks_seen >= 1
+    said = _report_and_end(caplog, "blocks_the_loop")
+    assert said is not None
+    blocked, turning = said
     assert "event loop blocked by handler 'blocks_the_loop'" in blocked, blocked
     assert f"'job_ids': [{job.id}]" in blocked, blocked
     assert "test_loop_watch.py:" in blocked and "in blocks_the_loop" in blocked, blocked
@@ -66,6 +79,8 @@ async def test_the_same_work_in_a_thread_handler_is_not_reported(
         time.sleep(BLOCK_S)
 
     job = await blocks_a_thread.defer()
-    async with running_worker(db_url, app, loop_block_warn_s=0.3) as worker:
+    async with running_worker(db_url, app, loop_block_warn_s=0.3):
         await eventually(lambda: _done(conn, job.id), timeout=20)
-    assert worker.loop_watch.blocks_seen == 0, _warnings(caplog)
+    # The loop turned while the thread slept: no report names the handler (a loaded host may
+    # still stall the loop for a moment, which is reported without one).
+    assert not [w for w in _warnings(caplog) if "by handler" in w], _warnings(caplog)
