@@ -668,7 +668,7 @@ class Worker:
                 self._record_failure(
                     r,
                     "InvalidResult",
-                    f"the database refused the result: {_refusal(landed)}",
+                    _refusal(landed),
                     retryable=False,
                 ),
             )
@@ -1075,12 +1075,14 @@ async def _close_quietly(conn: Conn | None) -> None:
 
 
 def _refusal(exc: Exception) -> str:
-    """A refused write as the job's error: the constraint it broke, when the database named
-    one (db/errors.py translates a CHECK it has no message for as "value out of range")."""
+    """Why a success could not be recorded, as the job's error: a database error translated at
+    the db boundary names the constraint it broke (db/errors.py words a CHECK it has no message
+    for as "value out of range"); anything else by its type and message."""
     if isinstance(exc, JobyardError):
         constraint = exc.details.get("constraint")
-        return exc.message + (f" (constraint {constraint})" if constraint else "")
-    return f"{type(exc).__name__}: {_described(exc)}"
+        where = f" (constraint {constraint})" if constraint else ""
+        return f"the database refused the result: {exc.message}{where}"
+    return f"the result could not be recorded: {type(exc).__name__}: {_described(exc)}"
 
 
 class _HandlerExited(Exception):
