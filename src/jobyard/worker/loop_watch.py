@@ -24,9 +24,10 @@ from jobyard.logs import get_logger
 
 log = get_logger("jobyard.worker")
 
-# The loop ticks this often (at most): a quarter of the threshold, so a block is seen within
-# a quarter of the threshold of crossing it.
-MAX_TICK_S: Final = 0.25
+# The loop ticks this often (at most): half the threshold, so a block is seen within half the
+# threshold of crossing it. Every tick wakes the watch thread, which must take the GIL from a
+# busy loop: twice a second is enough to name a blocked handler.
+MAX_TICK_S: Final = 0.5
 ADVICE: Final = (
     "no other job, heartbeat or claim runs meanwhile; blocking work belongs in a plain def "
     "handler, which runs in a thread"
@@ -81,7 +82,7 @@ class LoopWatch:
         jobs_of: Callable[[str], list[int]],
     ) -> None:
         self.warn_after_s = warn_after_s
-        self.tick_s = min(MAX_TICK_S, warn_after_s / 4)
+        self.tick_s = min(MAX_TICK_S, warn_after_s / 2)
         self._codes = codes
         self._jobs_of = jobs_of
         self._ticked_at = monotonic()
