@@ -11,7 +11,6 @@ handler and the line it is stuck on; once the loop turns again it logs how long 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -43,13 +42,11 @@ class Blocked:
 
 
 def handler_codes(handlers: Iterable[tuple[str, Callable[..., Any]]]) -> dict[CodeType, str]:
-    """Code object → handler name, for the handlers that run on the loop (`async def`)."""
+    """Code object → handler name, from (name, TaskSpec.body) of the handlers that run on the
+    loop (`async def`)."""
     codes: dict[CodeType, str] = {}
-    for name, fn in handlers:
-        fn = inspect.unwrap(fn)
-        if not inspect.isroutine(fn):  # an object with an async __call__
-            fn = type(fn).__call__
-        code = getattr(fn, "__code__", None)
+    for name, body in handlers:
+        code = getattr(body, "__code__", None)
         if code is not None:
             codes[code] = name
     return codes

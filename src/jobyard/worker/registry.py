@@ -35,11 +35,17 @@ class TaskSpec:
 
     # Cached: inspecting the signature on every job was ~6% of a worker's CPU on no-op jobs.
     @functools.cached_property
+    def body(self) -> Callable[..., Any]:
+        """The function a call of the handler runs: the handler itself, or the `__call__` of a
+        handler object (which `inspect.iscoroutinefunction` does not look into)."""
+        fn = inspect.unwrap(self.fn)
+        return fn if inspect.isroutine(fn) else type(fn).__call__
+
+    @functools.cached_property
     def is_async(self) -> bool:
         # An object whose __call__ is `async def` is a coroutine function too: run in a thread,
         # it would return an unawaited coroutine as its result.
-        call = type(self.fn).__call__ if not inspect.isroutine(self.fn) else None
-        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(call)
+        return inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(self.body)
 
     @functools.cached_property
     def takes_payload(self) -> bool:

@@ -194,7 +194,7 @@ class Worker:
         self._progress_writer = self._set_progress
         self.loop_watch = LoopWatch(
             warn_after_s=config.loop_block_warn_s or 1.0,
-            codes=handler_codes((spec.name, spec.fn) for spec in registry if spec.is_async),
+            codes=handler_codes((spec.name, spec.body) for spec in registry if spec.is_async),
             jobs_of=self._jobs_running,
         )
 
