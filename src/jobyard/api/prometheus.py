@@ -98,12 +98,26 @@ class SnapshotCollector(Collector):
         in_flight = GaugeMetricFamily(
             "jobyard_worker_in_flight", "Jobs live workers hold now.", labels=worker_labels
         )
+        orphans = GaugeMetricFamily(
+            "jobyard_worker_orphan_threads",
+            "Handler threads of live workers still running after their run was recorded (a "
+            "timeout or cancel the handler ignored); each holds one of its worker's slots.",
+            labels=worker_labels,
+        )
+        blocked = GaugeMetricFamily(
+            "jobyard_workers_loop_blocked",
+            "Live workers whose event loop is blocked now by an async handler (their loop "
+            "watch reported a stall that has not ended).",
+            labels=worker_labels,
+        )
         for w in self.snapshot.workers:
             key = [w["org"], w["project"], w["status"]]
             workers.add_metric(key, float(w["workers"]))
             capacity.add_metric(key, float(w["capacity"]))
             in_flight.add_metric(key, float(w["in_flight"]))
-        yield from (workers, capacity, in_flight)
+            orphans.add_metric(key, float(w["orphan_threads"]))
+            blocked.add_metric(key, float(w["loop_blocked"]))
+        yield from (workers, capacity, in_flight, orphans, blocked)
 
         yield from self._counters()
         yield from self._health()

@@ -20,12 +20,14 @@ async def heartbeat(
     lease_s: float,
     capacity: int,
     draining: bool = False,
+    orphan_threads: int = 0,
     now: datetime | None = None,
 ) -> HeartbeatResult:
     """One statement: mark the worker alive, record a beat, extend every lease it still holds.
 
     A job in `held` but absent from the result's `held` set was lost: its handler must stop.
     `alive=False` means the sweep declared this worker dead; it should register again.
+    `orphan_threads`: handler threads still running after their run was recorded.
     """
     row = await run.one(
         conn,
@@ -37,6 +39,7 @@ async def heartbeat(
             "lease_s": lease_s,
             "capacity": capacity,
             "draining": draining,
+            "orphan_threads": orphan_threads,
             "now": sql_now(now),
         },
     )

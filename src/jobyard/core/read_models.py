@@ -208,6 +208,19 @@ async def list_logs(
 # ----------------------------------------------------------------------------- workers
 
 
+def with_loop_stall(worker: dict[str, Any]) -> dict[str, Any]:
+    """The worker row with its `loop_stall` JSON's `started_at` read as a datetime (jsonb has no
+    time type). A stall is `ongoing` only while its worker lives: one that stopped or died
+    mid-stall never reported the end."""
+    stall = worker.get("loop_stall")
+    if stall:
+        stall = dict(stall, started_at=datetime.fromisoformat(stall["started_at"]))
+        live = worker.get("status") in (WorkerStatus.ACTIVE, WorkerStatus.DRAINING)
+        stall["ongoing"] = bool(stall.get("ongoing")) and live
+        worker["loop_stall"] = stall
+    return worker
+
+
 async def list_workers(
     conn: Conn,
     project_id: ProjectId,
@@ -227,14 +240,14 @@ async def list_workers(
             "limit": n + 1,
         },
     )
-    return _page(rows, n, "id")
+    return _page([with_loop_stall(r) for r in rows], n, "id")
 
 
 async def get_worker(
     conn: Conn, project_id: ProjectId, worker_id: WorkerId, *, heartbeats: int = RECENT_HEARTBEATS
 ) -> dict[str, Any]:
     params = {"project_id": project_id, "worker_id": worker_id}
-    worker = await _required(conn, "read_worker_get", params, "worker")
+    worker = with_loop_stall(await _required(conn, "read_worker_get", params, "worker"))
     worker["recent_heartbeats"] = await run.all_rows(
         conn, "read_worker_heartbeats", {**params, "limit": _limit(heartbeats)}
     )

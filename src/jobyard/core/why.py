@@ -99,6 +99,7 @@ async def explain(
     if status in (JobStatus.WAITING, JobStatus.SCHEDULED, JobStatus.QUEUED):
         # Whatever else holds it, a job also needs a worker once it becomes claimable.
         reasons += _workers(row, at)
+        reasons += await _worker_health(conn, row, at)
     return Explanation(job_id=int(row["id"]), status=status, reasons=reasons, at=at)
 
 
@@ -269,6 +270,57 @@ def _workers(row: dict[str, Any], at: datetime) -> list[Reason]:
     return []
 
 
+async def _worker_health(conn: Conn, row: dict[str, Any], at: datetime) -> list[Reason]:
+    """Workers of the queue that claim less than they seem to: an event loop a handler blocks
+    (no claim, no heartbeat) or threads a handler kept past its run (each holds a slot)."""
+    sick = await run.all_rows(
+        conn,
+        "why_worker_health",
+        {"project_id": row["project_id"], "queue": row["queue"], "limit": HOLDERS_SHOWN},
+    )
+    reasons: list[Reason] = []
+    for w in sick:
+        worker = f"Worker {w['name']!r} (#{w['id']})"
+        stall = w["loop_stall"]
+        if stall is not None and stall.get("ongoing"):
+            reasons.append(
+                Reason(
+                    "worker_loop_blocked",
+                    f"{worker} listens to queue {row['queue']!r}, but its event loop "
+                    f"{_stall_words(stall, at)}: it claims nothing until that returns.",
+                    details={"worker_id": w["id"], "loop_stall": stall},
+                )
+            )
+        if w["orphan_threads"] > 0:
+            reasons.append(
+                Reason(
+                    "worker_orphan_threads",
+                    f"{worker} listens to queue {row['queue']!r}, but {w['orphan_threads']} of "
+                    f"its {w['concurrency']} slots are held by handler threads still running "
+                    "after their run ended (a timeout or cancel the handler ignores): it claims "
+                    "that many fewer jobs until they return.",
+                    details={
+                        "worker_id": w["id"],
+                        "orphan_threads": w["orphan_threads"],
+                        "concurrency": w["concurrency"],
+                    },
+                )
+            )
+    return reasons
+
+
+def _stall_words(stall: dict[str, Any], at: datetime) -> str:
+    """'has stood still for 40 s (since …), blocked by handler 'resize' (job #4) at f.py:3 in
+    resize'."""
+    since = datetime.fromisoformat(stall["started_at"])
+    by = f"handler {stall['handler']!r}" if stall.get("handler") else "code outside any handler"
+    jobs = ", ".join(f"#{i}" for i in stall.get("job_ids") or [])
+    return (
+        f"has stood still for {_span((at - since).total_seconds())} (since {_at(since)}), "
+        f"blocked by {by}{f' (job {jobs})' if jobs else ''} at {stall['at']}"
+    )
+
+
 def _held(row: dict[str, Any], at: datetime, stale_s: float, reaper_s: float) -> Reason:
     beat: datetime | None = row["holder_heartbeat_at"]
     expires: datetime = row["lock_expires_at"]
@@ -282,12 +334,18 @@ def _held(row: dict[str, Any], at: datetime, stale_s: float, reaper_s: float) ->
             if expires > at
             else f"its lease expired at {_at(expires)}; the reaper requeues it by about {_at(acts)}"
         )
+        stall = row["holder_loop_stall"]
+        if not (stall and stall.get("ongoing") and row["holder_status"] != "dead"):
+            stall = None
+        if stall is not None:
+            # The heartbeat runs on the loop a handler blocks: name the handler, not a crash.
+            since += f", because its event loop {_stall_words(stall, at)}"
         return Reason(
             "holder_silent",
             f"Held by {worker}, which has not heartbeated {since}: {lease}.",
             ends_at=acts,
             details={"worker_id": row["worker_id"], "last_heartbeat_at": beat,
-                     "lock_expires_at": expires},
+                     "lock_expires_at": expires, "loop_stall": stall},
         )  # fmt: skip
     if row["cancel_requested_at"] is not None:
         return Reason(

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from jobyard.core.clock import sql_now
+from jobyard.core.read_models import with_loop_stall
 from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import NotFound
@@ -25,6 +26,7 @@ async def worker_detail(
     worker = await run.one(conn, "read_worker_detail", params)
     if worker is None:
         raise NotFound("worker not found")
+    with_loop_stall(worker)
     worker["held"] = await run.all_rows(
         conn, "read_worker_held_jobs", {**params, "held_shown": HELD_SHOWN}
     )
@@ -41,11 +43,12 @@ async def worker_detail(
 async def topology_workers(
     conn: Conn, project_id: ProjectId, *, now: datetime | None = None
 ) -> list[dict[str, Any]]:
-    return await run.all_rows(
+    rows = await run.all_rows(
         conn,
         "read_topology_workers",
         {"project_id": project_id, "limit": TOPOLOGY_WORKERS, "now": sql_now(now)},
     )
+    return [with_loop_stall(r) for r in rows]
 
 
 async def topology_queues(

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime
+from typing import Final
 
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.models import LoopStall
+from jobyard.domain.text import storable
 
 
 async def register(
@@ -39,6 +42,31 @@ async def register(
     )
     assert row is not None
     return WorkerId(row["id"])
+
+
+# What one report may carry: the columns' CHECK bounds the whole object at 4 KB.
+STALL_JOB_IDS: Final = 20
+STALL_TEXT_CHARS: Final = 500
+
+
+async def record_loop_stall(
+    conn: Conn, worker_id: WorkerId, stall: LoopStall, *, now: datetime | None = None
+) -> None:
+    """The worker's latest event-loop stall (and how many it has had), for operators."""
+    await run.execute(
+        conn,
+        "worker_loop_stall",
+        {
+            "worker_id": worker_id,
+            "stalls": stall.number,
+            "blocked_s": max(0.0, stall.blocked_s),
+            "ongoing": stall.ongoing,
+            "handler": None if stall.handler is None else stall.handler[:STALL_TEXT_CHARS],
+            "job_ids": list(stall.job_ids[:STALL_JOB_IDS]),
+            "at": storable(stall.at[:STALL_TEXT_CHARS]),
+            "now": sql_now(now),
+        },
+    )
 
 
 async def stop(conn: Conn, worker_id: WorkerId, *, now: datetime | None = None) -> None:

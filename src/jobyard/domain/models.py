@@ -67,6 +67,19 @@ class HeartbeatResult:
 
 
 @dataclass(frozen=True)
+class LoopStall:
+    """An event-loop stall a worker's loop watch saw: `number` counts them since the worker
+    started; `ongoing` until the loop turns again, when `blocked_s` is its final length."""
+
+    number: int
+    blocked_s: float
+    ongoing: bool
+    handler: str | None  # the registered handler on the loop thread's stack, if any
+    job_ids: tuple[int, ...]  # the jobs running that handler
+    at: str  # file:line in function, of the innermost frame
+
+
+@dataclass(frozen=True)
 class EnqueueResult:
     job: dict[str, Any]
     created: bool

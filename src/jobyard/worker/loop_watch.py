@@ -5,7 +5,9 @@ a long computation) holds the whole event loop: no other job runs, no heartbeat 
 after `lease_s` the job's lease expires while it still runs. Nothing fails at that moment, so
 without this the operator sees only lost leases later. A thread beside the loop notices that
 the loop's tick is late, reads the loop thread's stack (`sys._current_frames`) and logs the
-handler and the line it is stuck on; once the loop turns again it logs how long it stood.
+handler and the line it is stuck on; once the loop turns again it logs how long it stood. Both
+moments also go to `on_stall` (from the watch thread: the loop cannot carry them), which the
+worker writes to its row for the dashboard, the API, `/metrics` and `jobyard jobs why`.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import asyncio
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import monotonic
 from types import CodeType, FrameType
 from typing import Any, Final
 
+from jobyard.domain.models import LoopStall
 from jobyard.logs import get_logger
 
 log = get_logger("jobyard.worker")
@@ -77,6 +80,7 @@ class LoopWatch:
         warn_after_s: float,
         codes: dict[CodeType, str],
         jobs_of: Callable[[str], list[int]],
+        on_stall: Callable[[LoopStall], None] | None = None,
     ) -> None:
         self.warn_after_s = warn_after_s
         self.tick_s = min(MAX_TICK_S, warn_after_s / 2)
@@ -88,6 +92,8 @@ class LoopWatch:
         # The tick a reported block started after; None while the loop turns.
         self._reported_tick: float | None = None
         self.blocks_seen = 0
+        self._on_stall = on_stall
+        self.last_stall: LoopStall | None = None
 
     async def run(self) -> None:
         self._loop_thread = threading.get_ident()
@@ -105,17 +111,24 @@ class LoopWatch:
         while not self._stop.wait(self.tick_s):
             ticked_at = self._ticked_at
             stood_s = monotonic() - ticked_at
-            if self._reported_tick is not None and ticked_at != self._reported_tick:
-                log.warning(
-                    "event loop turning again",
-                    blocked_s=round(ticked_at - self._reported_tick - self.tick_s, 2),
-                )
-                self._reported_tick = None
+            self._turned(ticked_at)
             # One tick late is the tick itself; count from the tick that should have come.
             if self._reported_tick is None and stood_s - self.tick_s >= self.warn_after_s:
                 self._reported_tick = ticked_at
                 self.blocks_seen += 1
                 self._report(stood_s - self.tick_s)
+        # The loop may have turned again just before it stopped the watch (a drain).
+        self._turned(self._ticked_at)
+
+    def _turned(self, ticked_at: float) -> None:
+        """If a reported stall has ended (the loop ticked since), say how long it lasted."""
+        if self._reported_tick is None or ticked_at == self._reported_tick:
+            return
+        blocked_s = round(ticked_at - self._reported_tick - self.tick_s, 2)
+        log.warning("event loop turning again", blocked_s=blocked_s)
+        self._reported_tick = None
+        if self.last_stall is not None:
+            self._tell(replace(self.last_stall, blocked_s=blocked_s, ongoing=False))
 
     def _report(self, blocked_s: float) -> None:
         frame = sys._current_frames().get(self._loop_thread)
@@ -136,3 +149,22 @@ class LoopWatch:
             job_ids=jobs,
             at=seen.where,
         )
+        self._tell(
+            LoopStall(
+                number=self.blocks_seen,
+                blocked_s=round(blocked_s, 2),
+                ongoing=True,
+                handler=seen.handler,
+                job_ids=tuple(jobs),
+                at=seen.where,
+            )
+        )
+
+    def _tell(self, stall: LoopStall) -> None:
+        self.last_stall = stall
+        if self._on_stall is None:
+            return
+        try:
+            self._on_stall(stall)
+        except Exception:  # a report must never end the watch
+            log.exception("could not record the event loop stall")

@@ -43,6 +43,7 @@ from jobyard.logs import bind_job, get_logger
 from jobyard.worker.completer import Completer
 from jobyard.worker.context import JobContext, JobLogger
 from jobyard.worker.drain import SignalDrain
+from jobyard.worker.health import StallRecorder
 from jobyard.worker.loop_watch import LoopWatch, handler_codes
 from jobyard.worker.registry import Registry, TaskSpec
 from jobyard.worker.retrying import RETRYABLE, Backoff
@@ -196,6 +197,7 @@ class Worker:
             warn_after_s=config.loop_block_warn_s or 1.0,
             codes=handler_codes((spec.name, spec.body) for spec in registry if spec.is_async),
             jobs_of=self._jobs_running,
+            on_stall=StallRecorder(config.url, lambda: self.worker_id),
         )
 
     def _jobs_running(self, handler: str) -> list[int]:
@@ -953,6 +955,7 @@ class Worker:
             lease_s=self.config.lease_s,
             capacity=self.config.concurrency,
             draining=self._drain_requested.is_set(),
+            orphan_threads=self._orphan_threads,
         )
         await self._apply_heartbeat(conn, held, result)
 

@@ -1,5 +1,6 @@
 """Workers: the processes that claim and run jobs — status, last heartbeat, in-flight jobs vs
-capacity, the queues they serve, and (per worker) their recent heartbeats. Read-only."""
+capacity, the queues they serve, their health (handler threads that outlived their runs, event
+loop stalls), and (per worker) their recent heartbeats. Read-only."""
 
 from __future__ import annotations
 
@@ -18,6 +19,20 @@ from jobyard.domain.enums import Role, WorkerStatus
 from jobyard.domain.ids import WorkerId
 
 
+class LoopStallPublic(BaseModel):
+    started_at: datetime = Field(description="When the event loop stopped turning.")
+    blocked_s: float = Field(
+        description="How long it stood: the final length once ended; while `ongoing`, the "
+        "length when the stall was first reported (it has stood since `started_at`)."
+    )
+    ongoing: bool = Field(description="The loop has not turned again yet.")
+    handler: str | None = Field(
+        description="The registered handler on the loop's stack (null: none was)."
+    )
+    job_ids: list[int] = Field(description="Jobs that were running that handler (at most 20).")
+    at: str = Field(description="Where the loop stood: file:line in function.")
+
+
 class WorkerPublic(BaseModel):
     id: int
     name: str
@@ -30,6 +45,15 @@ class WorkerPublic(BaseModel):
     started_at: datetime
     last_heartbeat_at: datetime
     stopped_at: datetime | None
+    orphan_threads: int = Field(
+        description="Handler threads still running after their run was recorded (a timeout or "
+        "cancel the handler ignored): each holds one of its slots until it returns."
+    )
+    loop_stalls: int = Field(
+        description="Times an async handler blocked its event loop past the worker's threshold "
+        "(JOBYARD_LOOP_BLOCK_WARN_S) since it started."
+    )
+    loop_stall: LoopStallPublic | None = Field(description="The latest of those stalls.")
 
 
 class HeartbeatPublic(BaseModel):

@@ -160,7 +160,7 @@ LIMIT %(limit)s
 -- explain: {"before_id": null, "statuses": null, "limit": 51}
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       coalesce(h.n, 0) AS in_flight
+       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stalls, w.loop_stall
 FROM workers w
 -- Held jobs are few (bounded by capacity) and the held set (job_held) holds exactly them.
 LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
@@ -174,7 +174,8 @@ LIMIT %(limit)s
 -- One worker of a project with its in-flight count.
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       (SELECT count(*) FROM job_held s WHERE s.worker_id = w.id) AS in_flight
+       (SELECT count(*) FROM job_held s WHERE s.worker_id = w.id) AS in_flight,
+       w.orphan_threads, w.loop_stalls, w.loop_stall
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 
@@ -357,7 +358,8 @@ LEFT JOIN letters d ON d.queue_id = q.id
 ORDER BY o.slug, p.slug, q.name
 
 -- name: read_prom_workers
--- Live workers per project and status, with their capacity and held jobs.
+-- Live workers per project and status, with their capacity and held jobs, the handler threads
+-- that outlived their runs, and how many report their event loop blocked now.
 -- explain: {}
 WITH held AS (
     SELECT s.worker_id, count(*) AS n FROM job_held s
@@ -366,7 +368,9 @@ WITH held AS (
 )
 SELECT o.slug AS org, p.slug AS project, w.status, count(*) AS workers,
        coalesce(sum(w.concurrency), 0) AS capacity,
-       coalesce(sum(h.n), 0)::bigint AS in_flight
+       coalesce(sum(h.n), 0)::bigint AS in_flight,
+       coalesce(sum(w.orphan_threads), 0)::bigint AS orphan_threads,
+       count(*) FILTER (WHERE w.loop_stall @> '{"ongoing": true}') AS loop_blocked
 FROM workers w
 JOIN projects p ON p.id = w.project_id
 JOIN organizations o ON o.id = p.org_id

@@ -21,7 +21,7 @@ SELECT coalesce(%(now)s, now()) AS now,
        (SELECT max(w.last_heartbeat_at) FROM workers w
         WHERE w.project_id = j.project_id AND q.name = ANY(w.queues)) AS queue_last_seen_at,
        hw.name AS holder_name, hw.status::text AS holder_status,
-       hw.last_heartbeat_at AS holder_heartbeat_at,
+       hw.last_heartbeat_at AS holder_heartbeat_at, hw.loop_stall AS holder_loop_stall,
        (SELECT e.error FROM job_executions e
         WHERE e.job_id = j.id AND e.error IS NOT NULL
         ORDER BY e.execution_seq DESC LIMIT 1) AS last_run_error
@@ -29,6 +29,18 @@ FROM jobs j
 JOIN queues q ON q.id = j.queue_id
 LEFT JOIN workers hw ON hw.id = j.worker_id
 WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
+
+-- name: why_worker_health
+-- Workers of the project that listen to a queue and are not dead or stopped, whose event loop
+-- is blocked now or whose handler threads outlived their runs (each holds a slot).
+-- explain: {"queue": "$queue_name", "limit": 10}
+SELECT w.id, w.name, w.status, w.concurrency, w.orphan_threads, w.loop_stall
+FROM workers w
+WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
+  AND %(queue)s = ANY (w.queues)
+  AND (w.orphan_threads > 0 OR w.loop_stall @> '{"ongoing": true}')
+ORDER BY w.id
+LIMIT %(limit)s
 
 -- name: why_slot_holders
 -- The jobs holding a queue's concurrency slots (oldest lease first), for "queue at its limit".

@@ -12,7 +12,8 @@ RETURNING id
 WITH alive AS (
     UPDATE workers
     SET last_heartbeat_at = coalesce(%(now)s, now()),
-        status = CASE WHEN %(draining)s THEN 'draining'::worker_status ELSE status END
+        status = CASE WHEN %(draining)s THEN 'draining'::worker_status ELSE status END,
+        orphan_threads = %(orphan_threads)s
     WHERE id = %(worker_id)s AND status IN ('active', 'draining')
     RETURNING id
 ), beat AS (
@@ -29,6 +30,25 @@ WITH alive AS (
 SELECT (SELECT count(*) FROM alive) AS alive,
        coalesce((SELECT array_agg(id) FROM extended), '{}') AS held,
        coalesce((SELECT array_agg(id) FROM extended WHERE cancel_requested), '{}') AS cancel_requested
+
+-- name: worker_loop_stall
+-- The loop-watch thread reports an event-loop stall (ongoing) and its end (ongoing = false, the
+-- final length). The start is the database's time less the length seen, kept from the first
+-- report of the same stall (`stalls` numbers them) so that its end does not move it.
+UPDATE workers
+SET loop_stalls = %(stalls)s,
+    loop_stall = jsonb_build_object(
+        'started_at',
+        CASE WHEN loop_stalls = %(stalls)s AND loop_stall ? 'started_at'
+             THEN loop_stall -> 'started_at'
+             ELSE to_jsonb(coalesce(%(now)s, now()) - make_interval(secs => %(blocked_s)s))
+        END,
+        'blocked_s', round(%(blocked_s)s::numeric, 2),
+        'ongoing', %(ongoing)s::boolean,
+        'handler', %(handler)s::text,
+        'job_ids', to_jsonb(%(job_ids)s::bigint[]),
+        'at', %(at)s::text)
+WHERE id = %(worker_id)s AND status IN ('active', 'draining')
 
 -- name: worker_stop
 -- A worker leaves cleanly.

@@ -1,0 +1,151 @@
+"""What only a worker knows about its health reaches its row, where the API, the dashboard,
+`/metrics` and `jobs why` read it: an async handler blocking the event loop (written by the loop
+watch's thread while the loop stands, since the heartbeat runs on that loop) and `def` handlers
+whose thread outlived their run (counted by every heartbeat)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from jobyard.core import why
+from jobyard.core.why import Explanation
+from jobyard.db.pool import Conn, connect
+from jobyard.domain.ids import JobId, ProjectId
+from jobyard.worker.app import App
+from jobyard.worker.context import JobContext
+from tests.worker.helpers import PROJECT, eventually, job_status, rows, running_worker
+
+HEARTBEAT_S = 0.2
+
+
+def _explain_elsewhere(url: str, project_id: int, job_id: int) -> Explanation:
+    """`why` on an event loop of its own in another thread: the one here is blocked on purpose."""
+
+    async def explain() -> Explanation:
+        conn = await connect(url, autocommit=True)
+        try:
+            return await why.explain(
+                conn, ProjectId(project_id), JobId(job_id), heartbeat_interval_s=HEARTBEAT_S
+            )
+        finally:
+            await conn.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, explain()).result(30)
+
+
+def _worker_row(url: str) -> dict[str, Any]:
+    with psycopg.connect(url, autocommit=True, row_factory=dict_row) as c:
+        row = c.execute(
+            "SELECT loop_stalls, loop_stall, orphan_threads FROM workers"
+            " WHERE status = 'active' ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    assert row is not None
+    return row
+
+
+async def test_a_blocked_event_loop_is_on_the_workers_row_and_in_why(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    seen: dict[str, Any] = {}
+
+    @app.task()
+    async def blocks_the_loop(ctx: JobContext, other: int) -> Any:
+        # The mistake under test: a blocking wait in an async handler. It waits, blocking, for
+        # its worker's row to say so, then asks `why` about itself and a job queued behind it.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            row = _worker_row(db_url)
+            if row["loop_stall"] and row["loop_stall"]["ongoing"]:
+                seen["during"] = row
+                break
+            time.sleep(0.1)  # noqa: ASYNC251
+        time.sleep(4 * HEARTBEAT_S)  # noqa: ASYNC251 - until the heartbeat is stale
+        seen["self"] = _explain_elsewhere(db_url, project_id, ctx.job_id)
+        seen["other"] = _explain_elsewhere(db_url, project_id, other)
+
+    @app.task()
+    async def waits(ctx: JobContext) -> Any:
+        return None
+
+    other = await waits.defer(delay=3600)  # scheduled: the worker leaves it alone meanwhile
+    job = await blocks_the_loop.defer(other=other.id)
+    (found,) = await rows(conn, "SELECT project_id FROM jobs WHERE id = %s", job.id)
+    project_id = int(found["project_id"])
+    async with running_worker(db_url, app, loop_block_warn_s=0.3, heartbeat_interval_s=HEARTBEAT_S):
+
+        async def done() -> bool:
+            return await job_status(conn, job.id) == "done"
+
+        await eventually(done, timeout=30)
+
+        async def ended() -> bool:
+            stall = _worker_row(db_url)["loop_stall"]
+            return bool(stall) and stall["ongoing"] is False
+
+        await eventually(ended, timeout=10)
+        after = _worker_row(db_url)
+
+    during = seen["during"]
+    assert during["loop_stalls"] == 1
+    stall = during["loop_stall"]
+    assert stall["handler"] == "blocks_the_loop" and stall["job_ids"] == [job.id], stall
+    assert "test_worker_health.py:" in stall["at"], stall
+    assert after["loop_stalls"] == 1
+    assert after["loop_stall"]["started_at"] == stall["started_at"]  # the end keeps the start
+    assert after["loop_stall"]["blocked_s"] >= 4 * HEARTBEAT_S, after
+
+    held = seen["self"].reasons
+    assert [r.code for r in held] == ["holder_silent"], held
+    assert "because its event loop has stood still for" in held[0].sentence, held[0].sentence
+    assert f"blocked by handler 'blocks_the_loop' (job #{job.id}) at " in held[0].sentence
+    assert held[0].details["loop_stall"]["handler"] == "blocks_the_loop"
+
+    codes = [r.code for r in seen["other"].reasons]
+    assert "worker_loop_blocked" in codes, seen["other"].reasons
+    blocked = next(r for r in seen["other"].reasons if r.code == "worker_loop_blocked")
+    assert "listens to queue 'default', but its event loop has stood still" in blocked.sentence
+    assert "it claims nothing until that returns" in blocked.sentence, blocked.sentence
+
+
+async def test_threads_that_outlive_their_run_are_counted_on_the_workers_row(
+    db_url: str, conn: Conn
+) -> None:
+    app = App(project=PROJECT, database_url=db_url)
+    gate = threading.Event()
+
+    @app.task(timeout=0.3, max_attempts=1)
+    def stuck(ctx: JobContext) -> Any:
+        gate.wait(20)  # never looks at ctx.is_cancelled()
+
+    ids = [(await stuck.defer()).id for _ in range(2)]
+    async with running_worker(db_url, app, concurrency=3, heartbeat_interval_s=HEARTBEAT_S):
+
+        async def counted() -> bool:
+            return _worker_row(db_url)["orphan_threads"] == 2
+
+        await eventually(counted, timeout=15)
+        for job_id in ids:
+            assert await job_status(conn, job_id) == "dead_letter"
+        queued = await stuck.defer(delay=3600)
+        (found,) = await rows(conn, "SELECT project_id FROM jobs WHERE id = %s", queued.id)
+        said = await why.explain(
+            conn, ProjectId(found["project_id"]), JobId(queued.id), heartbeat_interval_s=1
+        )
+        orphans = [r for r in said.reasons if r.code == "worker_orphan_threads"]
+        assert len(orphans) == 1, said.reasons
+        assert "2 of its 3 slots are held by handler threads" in orphans[0].sentence
+        gate.set()
+
+        async def returned() -> bool:
+            return _worker_row(db_url)["orphan_threads"] == 0
+
+        await eventually(returned, timeout=15)
