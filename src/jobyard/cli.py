@@ -23,6 +23,7 @@ from jobyard.commands import (
     processes,
     queues,
     schedules,
+    workers,
 )
 
 app = typer.Typer(
@@ -43,6 +44,7 @@ app.add_typer(queues.queues_app, name="queues")
 app.add_typer(dlq.dlq_app, name="dlq")
 app.add_typer(schedules.schedules_app, name="schedules")
 app.add_typer(database.db_app, name="db")
+app.add_typer(workers.workers_app, name="workers")
 app.add_typer(accounts.accounts_app, name="accounts")
 
 

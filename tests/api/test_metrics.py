@@ -220,12 +220,21 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
     client: httpx.AsyncClient,
+    conn: Conn,
     app: FastAPI,
     tenant_a: Tenant,
     tenant_b: Tenant,
     busy_project: dict[str, int],
 ) -> None:
     app.state.settings = app.state.settings.model_copy(update={"metrics_public": True})
+    # Both active workers and the dead one report orphan threads and a blocked loop; only
+    # live workers count (the ended stall of the draining one is no block).
+    await conn.execute(
+        """UPDATE workers SET orphan_threads = 2,
+                  loop_stall = jsonb_build_object('ongoing', status <> 'draining')
+           WHERE project_id = %s AND status IN ('active', 'dead', 'draining')""",
+        (tenant_a.project_id,),
+    )
     r = await client.get("/metrics")
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
@@ -248,6 +257,11 @@ async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
     assert samples[("jobyard_workers", active)] == 2
     assert samples[("jobyard_worker_capacity", active)] == 10
     assert samples[("jobyard_worker_in_flight", active)] == 2
+    assert samples[("jobyard_worker_orphan_threads", active)] == 4
+    assert samples[("jobyard_workers_loop_blocked", active)] == 2
+    draining = (*active[:2], ("status", "draining"))
+    assert samples[("jobyard_worker_orphan_threads", draining)] == 2
+    assert samples[("jobyard_workers_loop_blocked", draining)] == 0
     paused = (("org", tenant_a.org_slug), ("project", tenant_a.project_slug), ("queue", "slow"))
     assert samples[("jobyard_queue_paused", paused)] == 0
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import psycopg
+import pytest
 
 from jobyard.core import lease, workers
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role
 from jobyard.domain.ids import ProjectId
+from jobyard.domain.models import LoopStall
 from tests.api.conftest import Tenant
 from tests.api.engine_helpers import base, claim_one, error_of, make_queue
 
@@ -54,3 +58,60 @@ async def test_workers_show_status_heartbeat_in_flight_capacity_and_queues(
     ]
     assert all(b["in_flight"] == 2 and b["capacity"] == 8 for b in beats)
     error_of(await client.get(f"{base(tenant_a)}/workers/987654", headers=h), 404, "not_found")
+
+
+async def test_workers_show_orphan_threads_and_event_loop_stalls(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    h = tenant_a.headers(Role.VIEWER)
+    project = ProjectId(tenant_a.project_id)
+    sick = await workers.register(conn, project, name="sick", queues=["default"], concurrency=4)
+    well = await workers.register(conn, project, name="well", queues=["default"], concurrency=4)
+    await lease.heartbeat(conn, sick, [], lease_s=30, capacity=4, orphan_threads=3)
+    stall = LoopStall(
+        number=2, blocked_s=1.25, ongoing=True, handler="resize", job_ids=(7, 8),
+        at="/srv/app/tasks.py:13 in resize",
+    )  # fmt: skip
+    await workers.record_loop_stall(conn, sick, stall)
+
+    listed = (await client.get(f"{base(tenant_a)}/workers", headers=h)).json()["items"]
+    by_name = {w["name"]: w for w in listed}
+    assert by_name["well"]["orphan_threads"] == 0 and by_name["well"]["loop_stalls"] == 0
+    assert by_name["well"]["loop_stall"] is None
+    shown = by_name["sick"]
+    assert shown["orphan_threads"] == 3 and shown["loop_stalls"] == 2
+    assert {k: v for k, v in shown["loop_stall"].items() if k != "started_at"} == {
+        "blocked_s": 1.25, "ongoing": True, "handler": "resize", "job_ids": [7, 8],
+        "at": "/srv/app/tasks.py:13 in resize",
+    }  # fmt: skip
+    started = datetime.fromisoformat(shown["loop_stall"]["started_at"])
+
+    # The end of the same stall keeps its start; a stopped worker's stall is never ongoing.
+    await workers.record_loop_stall(conn, sick, replace(stall, blocked_s=9.5, ongoing=False))
+    detail = (await client.get(f"{base(tenant_a)}/workers/{sick}", headers=h)).json()
+    assert detail["loop_stall"]["ongoing"] is False and detail["loop_stall"]["blocked_s"] == 9.5
+    assert datetime.fromisoformat(detail["loop_stall"]["started_at"]) == started
+    await workers.record_loop_stall(conn, well, replace(stall, number=1))
+    await workers.stop(conn, well)
+    detail = (await client.get(f"{base(tenant_a)}/workers/{well}", headers=h)).json()
+    assert detail["loop_stall"]["ongoing"] is False
+
+
+async def test_the_database_bounds_what_a_worker_reports_about_itself(
+    conn: Conn, tenant_a: Tenant
+) -> None:
+    project = ProjectId(tenant_a.project_id)
+    worker = await workers.register(conn, project, name="w", queues=["default"], concurrency=1)
+    for column, value in (
+        ("orphan_threads", "-1"),
+        ("loop_stalls", "-1"),
+        ("loop_stall", "'[1]'::jsonb"),
+        ("loop_stall", "jsonb_build_object('at', repeat('x', 5000))"),
+    ):
+        with pytest.raises(psycopg.errors.CheckViolation):
+            async with conn.transaction():
+                await conn.execute(
+                    f"UPDATE workers SET {column} = {value} WHERE id = %s",  # type: ignore[arg-type]
+                    (worker,),
+                )

@@ -36,6 +36,8 @@ COMMANDS = [
     ["jobs", "cancel", "1"],
     ["enqueue", "noop"],
     ["queues", "list"],
+    ["workers", "list"],
+    ["workers", "show", "1"],
     ["dlq", "list"],
     ["migrate"],
     ["seed"],

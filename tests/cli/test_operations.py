@@ -11,9 +11,10 @@ from typer.testing import CliRunner, Result
 
 from jobyard.cli import app
 from jobyard.commands import common
-from jobyard.core import enqueue, projects
+from jobyard.core import enqueue, lease, projects, workers
 from jobyard.db.pool import Conn
-from jobyard.domain.ids import ProjectId
+from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.models import LoopStall
 from jobyard.domain.schemas import JobCreate
 from tests.api.engine_helpers import dead_letter, make_worker
 from tests.worker.helpers import PROJECT, rows
@@ -189,3 +190,47 @@ def test_command_lists_read_as_sentences_on_a_wide_terminal(group: list[str]) ->
     rows = [line for line in panel.splitlines() if line.startswith("│")]
     continued = [row for row in rows if re.match(r"│\s{3,}\S", row)]
     assert rows and not continued, result.output
+
+
+async def test_workers_list_and_show_name_a_blocked_loop_and_orphan_threads(
+    cli: CliRunner, conn: Conn
+) -> None:
+    pid = await _project(conn)
+    sick = await make_worker(conn, pid)
+    well = await make_worker(conn, pid)
+    gone = await make_worker(conn, pid)
+    await workers.stop(conn, WorkerId(gone))
+    await lease.heartbeat(conn, WorkerId(sick), [], lease_s=30, capacity=4, orphan_threads=1)
+    stall = LoopStall(
+        number=2, blocked_s=1.5, ongoing=True, handler="resize", job_ids=(41,),
+        at="/srv/shop/tasks.py:13 in resize",
+    )  # fmt: skip
+    await workers.record_loop_stall(conn, WorkerId(sick), stall)
+
+    listed = _ok(await invoke(cli, ["workers", "list"]))
+    lines = {
+        int(m.group(1)): line
+        for line in listed.splitlines()
+        if (m := re.search(r"│\s*(\d+)\s*│", line))
+    }
+    assert set(lines) == {sick, well}, listed  # live only
+    assert "loop blocked by resize; 1 orphan thread(s)" in lines[sick], listed
+    assert "ok" in lines[well], listed
+    every = _ok(await invoke(cli, ["workers", "list", "--all"]))
+    assert f"│ {gone} " in every and "stopped" in every, every
+
+    shown = _ok(await invoke(cli, ["workers", "show", str(sick)]))
+    assert (
+        "event loop: BLOCKED since " in shown
+        and "by handler 'resize' (job #41) at /srv/shop/tasks.py:13 in resize (2 stalls since "
+        "it started)"
+        in shown
+    ), shown
+    assert "orphan threads: 1 handler thread(s) still running after their run ended" in shown
+    assert "move the blocking call into a plain def handler" in shown, shown
+    assert "recent heartbeats (1):" in shown, shown
+    calm = _ok(await invoke(cli, ["workers", "show", str(well)]))
+    assert "event loop: never stood still" in calm and "orphan threads: none" in calm, calm
+    missing = _refused(await invoke(cli, ["workers", "show", "987654"]))
+    assert "no worker 987654 in this project" in missing, missing
+    assert "jobyard workers list --all" in missing, missing

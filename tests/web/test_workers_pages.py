@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from playwright.async_api import Page, expect
 
+from jobyard.core import lease, workers
 from jobyard.core.worker_views import HELD_SHOWN
 from jobyard.db.pool import Conn
+from jobyard.domain.ids import WorkerId
+from jobyard.domain.models import LoopStall
 from tests.api.engine_helpers import claim_one, make_worker
 from tests.web.conftest import Seed, scalar, screenshot_path, ui_sign_in
 
@@ -96,3 +101,51 @@ async def test_a_worker_holding_many_jobs_lists_the_longest_held_and_counts_them
     )
     await page.locator("#held-more").scroll_into_view_if_needed()
     await page.screenshot(path=screenshot_path("worker-detail-many-held.png"), full_page=True)
+
+
+async def test_a_worker_s_blocked_loop_and_orphan_threads_are_shown_with_what_to_do(
+    page: Page, seed: Seed, conn: Conn
+) -> None:
+    held = await claim_one(conn, seed.project, seed.worker_id, "default")
+    await lease.heartbeat(
+        conn, WorkerId(seed.worker_id), [], lease_s=30, capacity=4, orphan_threads=2
+    )
+    stall = LoopStall(
+        number=3, blocked_s=1.5, ongoing=True, handler="resize", job_ids=(held.id,),
+        at="/srv/shop/tasks.py:13 in resize",
+    )  # fmt: skip
+    await workers.record_loop_stall(conn, WorkerId(seed.worker_id), stall)
+    await ui_sign_in(page, seed.a)
+    await page.goto(f"/p/{seed.project}/workers")
+    listed = page.locator(f"#workers [data-health='{seed.worker_id}']")
+    await expect(listed).to_contain_text("loop blocked by resize")
+    await page.screenshot(path=screenshot_path("workers-health.png"), full_page=True)
+
+    await page.goto(f"/p/{seed.project}/workers/{seed.worker_id}")
+    health = page.locator("#worker-health")
+    await expect(health.locator("h2")).to_contain_text("event loop blocked")
+    loop = health.locator("[data-health='loop']")
+    await expect(loop).to_contain_text("blocked since")
+    await expect(loop).to_contain_text("handler resize")
+    await expect(loop).to_contain_text("/srv/shop/tasks.py:13 in resize")
+    await expect(loop).to_contain_text("3 stalls since it started")
+    await expect(loop.locator(f"a[href='/p/{seed.project}/jobs/{held.id}']")).to_have_count(1)
+    await expect(health.locator("[data-health='orphans']")).to_contain_text(
+        "2 handler threads still running after their run ended, holding 2 of 4 slots"
+    )
+    await expect(health.locator("ul.warnings li")).to_have_count(2)
+    await health.scroll_into_view_if_needed()
+    await page.screenshot(path=screenshot_path("worker-health.png"), full_page=True)
+
+    # Once the loop turns again and the threads return: the last stall, no warning.
+    await workers.record_loop_stall(
+        conn, WorkerId(seed.worker_id), replace(stall, blocked_s=4.25, ongoing=False)
+    )
+    await lease.heartbeat(conn, WorkerId(seed.worker_id), [], lease_s=30, capacity=4)
+    await page.reload()
+    await expect(health.locator("h2")).to_contain_text("ok")
+    await expect(loop).to_contain_text("last stood still 4.25 s")
+    await expect(health.locator("[data-health='orphans']")).to_have_text("none")
+    await expect(health.locator("ul.warnings")).to_have_count(0)
+    await page.goto(f"/p/{seed.project}/workers")
+    await expect(listed).to_have_text("ok")

@@ -63,3 +63,69 @@ def job_detail(
             f"  {when(entry['created_at'])}  run {entry['execution_seq']}  "
             f"{entry['level']:<7} {entry['message']}{extra}"
         )
+
+
+def worker_health_summary(worker: dict[str, Any]) -> str:
+    """One cell: what is wrong with a worker now, or "ok"."""
+    stall = worker.get("loop_stall")
+    said = []
+    if stall and stall["ongoing"]:
+        said.append(f"loop blocked by {stall['handler'] or 'non-handler code'}")
+    if worker.get("orphan_threads"):
+        said.append(f"{worker['orphan_threads']} orphan thread(s)")
+    return "; ".join(said) or "ok"
+
+
+def loop_stall_words(stall: dict[str, Any], stalls: int) -> str:
+    by = f"handler {stall['handler']!r}" if stall["handler"] else "code outside any handler"
+    jobs = ", ".join(f"#{i}" for i in stall["job_ids"])
+    where = f"by {by}{f' (job {jobs})' if jobs else ''} at {stall['at']}"
+    count = f"{stalls} stall{'' if stalls == 1 else 's'} since it started"
+    if stall["ongoing"]:
+        return f"BLOCKED since {when(stall['started_at'])} {where} ({count})"
+    return (
+        f"last stood still {stall['blocked_s']} s at {when(stall['started_at'])} {where} ({count})"
+    )
+
+
+def worker_detail(worker: dict[str, Any]) -> Iterator[str]:
+    where = f"{worker['hostname'] or '-'}:{worker['pid'] or '-'}"
+    yield f"worker {worker['id']}  {worker['name']}  on {where}  — {worker['status']}"
+    yield (
+        f"  queues {', '.join(worker['queues'])}  "
+        f"in flight {worker['in_flight']}/{worker['capacity']}"
+    )
+    yield (
+        f"  started {when(worker['started_at'])}  "
+        f"last heartbeat {when(worker['last_heartbeat_at'])}  "
+        f"stopped {when(worker.get('stopped_at'))}"
+    )
+    stall = worker.get("loop_stall")
+    loop = (
+        loop_stall_words(stall, worker["loop_stalls"])
+        if stall
+        else "never stood still past its threshold"
+    )
+    yield f"  event loop: {loop}"
+    orphans = worker.get("orphan_threads") or 0
+    yield (
+        f"  orphan threads: {orphans} handler thread(s) still running after their run ended, "
+        f"holding {orphans} of {worker['capacity']} slots"
+        if orphans
+        else "  orphan threads: none"
+    )
+    if stall and stall["ongoing"]:
+        yield (
+            f"{INDENT}an async def handler blocks the loop: no other job, heartbeat or claim "
+            "runs; move the blocking call into a plain def handler (a thread) or await an async "
+            "client"
+        )
+    if orphans:
+        yield (
+            f"{INDENT}a handler ignored its timeout or a cancel: check ctx.is_cancelled() in "
+            "long loops"
+        )
+    beats = worker.get("recent_heartbeats") or []
+    yield f"recent heartbeats ({len(beats)}):" if beats else "recent heartbeats: none"
+    for b in beats:
+        yield f"  {when(b['beat_at'])}  in flight {b['in_flight']}/{b['capacity']}"

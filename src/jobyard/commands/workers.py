@@ -1,0 +1,96 @@
+"""`jobyard workers list|show ID`: the project's workers, and one with its health."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from jobyard.commands import render
+from jobyard.commands.common import (
+    DataDir,
+    ProjectOpt,
+    fail,
+    load_settings,
+    open_database,
+    out,
+    run_with_conn,
+    typer_app,
+)
+from jobyard.commands.scope import project_id
+from jobyard.core import read_models
+from jobyard.db.pool import Conn
+from jobyard.domain.enums import WorkerStatus
+from jobyard.domain.errors import NotFound
+from jobyard.domain.ids import WorkerId
+
+workers_app = typer_app(
+    "Workers of the project: list them, or show one with its health (a blocked event loop, "
+    "handler threads that outlived their runs) and its recent heartbeats."
+)
+LIVE = [WorkerStatus.ACTIVE, WorkerStatus.DRAINING]
+WorkerIdArg = Annotated[
+    int, typer.Argument(min=1, help="Worker id (as `jobyard workers list` shows it).")
+]
+
+
+@workers_app.command("list")
+def workers_list(
+    all_: Annotated[
+        bool, typer.Option("--all", help="Also stopped and dead workers (newest first).")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500, help="Rows to show.")] = 50,
+    project: ProjectOpt = None,
+    data_dir: DataDir = None,
+) -> None:
+    """List live workers (active or draining): heartbeat, jobs in flight, health, queues."""
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> list[dict[str, Any]]:
+        pid = await project_id(conn, settings, project)
+        page = await read_models.list_workers(
+            conn, pid, statuses=None if all_ else LIVE, limit=limit
+        )
+        return page.items
+
+    rows = run_with_conn(url, work)
+    table = Table("id", "name", "host:pid", "status", "heartbeat", "in flight", "health", "queues")
+    for w in rows:
+        table.add_row(
+            str(w["id"]),
+            w["name"],
+            f"{w['hostname'] or '-'}:{w['pid'] or '-'}",
+            w["status"],
+            render.when(w["last_heartbeat_at"]),
+            f"{w['in_flight']}/{w['capacity']}",
+            render.worker_health_summary(w),
+            ", ".join(w["queues"]),
+        )
+    out.print(table)
+    if not rows:
+        out.print("no live workers" if not all_ else "no workers have registered")
+
+
+@workers_app.command("show")
+def workers_show(
+    worker_id: WorkerIdArg, project: ProjectOpt = None, data_dir: DataDir = None
+) -> None:
+    """Show one worker: identity, capacity, health, recent heartbeats."""
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> dict[str, Any]:
+        pid = await project_id(conn, settings, project)
+        try:
+            return await read_models.get_worker(conn, pid, WorkerId(worker_id), heartbeats=5)
+        except NotFound:
+            raise fail(
+                f"no worker {worker_id} in this project",
+                "`jobyard workers list --all` lists its workers",
+            ) from None
+
+    worker = run_with_conn(url, work)
+    for line in render.worker_detail(worker):
+        out.print(line, highlight=False, markup=False)
