@@ -121,7 +121,7 @@ def _cases(f: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         ("job_start_many", {**fenced, "ids": ids, "seqs": seqs}),
         ("job_release_many", {**fenced, "ids": ids, "seqs": seqs}),
         ("lease_extend", {**fenced, "ids": ids, "seqs": seqs, "lease_s": 30.0,
-                          "draining": False, "capacity": 10}),
+                          "draining": False, "capacity": 10, "orphan_threads": 0}),
         ("job_progress_set", {"worker_id": f["w"], "id": one, "seq": 1, "fraction": 0.5,
                               "message": None}),
         ("job_log_append", {"worker_id": f["w"], "id": one, "seq": 1, "level": "info",
