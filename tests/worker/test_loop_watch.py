@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from jobyard.db.pool import Conn
 from jobyard.worker.app import App
 from jobyard.worker.context import JobContext
+from jobyard.worker.loop_watch import locate
 from tests.worker.helpers import PROJECT, eventually, job_status, running_worker
 
 BLOCK_S = 1.5
@@ -84,3 +87,28 @@ async def test_the_same_work_in_a_thread_handler_is_not_reported(
     # The loop turned while the thread slept: no report names the handler (a loaded host may
     # still stall the loop for a moment, which is reported without one).
     assert not [w for w in _warnings(caplog) if "by handler" in w], _warnings(caplog)
+
+
+def test_the_place_is_the_handler_s_line_then_the_call_it_waits_in() -> None:
+    """The innermost frame alone may be a library's (psycopg waiting in `selectors`): the place
+    starts at the handler's own line, and names the deeper frame after it."""
+
+    def library_wait() -> FrameType:
+        return sys._getframe()
+
+    def handler() -> tuple[FrameType, int]:
+        return library_wait(), sys._getframe().f_lineno
+
+    innermost, line = handler()
+    codes = {handler.__code__: "resize"}
+    seen = locate(innermost, codes)
+    here = __file__
+    assert seen.handler == "resize"
+    assert seen.where == (
+        f"{here}:{line} in handler, inside {here}:{library_wait.__code__.co_firstlineno + 1} "
+        "in library_wait"
+    ), seen.where
+    # Standing in the handler itself: its line alone; outside any handler: the innermost frame.
+    assert locate(sys._getframe(), {sys._getframe().f_code: "h"}).where.count(" in ") == 1
+    alone = locate(innermost, {})
+    assert alone.handler is None and alone.where.endswith("in library_wait"), alone

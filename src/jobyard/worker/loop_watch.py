@@ -41,7 +41,8 @@ class Blocked:
     """Where the loop thread stood when the block was seen."""
 
     handler: str | None  # the innermost handler on the stack, if any
-    where: str  # file:line in function, of the innermost Python frame
+    # file:line in function: the handler's line, then the innermost frame if deeper
+    where: str
 
 
 def handler_codes(handlers: Iterable[tuple[str, Callable[..., Any]]]) -> dict[CodeType, str]:
@@ -55,19 +56,23 @@ def handler_codes(handlers: Iterable[tuple[str, Callable[..., Any]]]) -> dict[Co
     return codes
 
 
+def _place(frame: FrameType) -> str:
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
 def locate(frame: FrameType | None, codes: dict[CodeType, str]) -> Blocked:
-    """The innermost frame's place, and the innermost registered handler on its stack."""
+    """The innermost registered handler on the loop thread's stack and the line it stands on,
+    followed by the innermost frame when that is deeper (the library call it waits in)."""
     if frame is None:
         return Blocked(handler=None, where="unknown")
-    where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-    handler = None
     walk: FrameType | None = frame
     while walk is not None:
         handler = codes.get(walk.f_code)
         if handler is not None:
-            break
+            where = _place(walk) if walk is frame else f"{_place(walk)}, inside {_place(frame)}"
+            return Blocked(handler=handler, where=where)
         walk = walk.f_back
-    return Blocked(handler=handler, where=where)
+    return Blocked(handler=None, where=_place(frame))
 
 
 class LoopWatch:
