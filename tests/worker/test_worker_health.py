@@ -25,14 +25,17 @@ from tests.worker.helpers import PROJECT, eventually, job_status, rows, running_
 HEARTBEAT_S = 0.2
 
 
-def _explain_elsewhere(url: str, project_id: int, job_id: int) -> Explanation:
-    """`why` on an event loop of its own in another thread: the one here is blocked on purpose."""
+def _explain_elsewhere(
+    url: str, project_id: int, job_id: int, heartbeat_s: float = HEARTBEAT_S
+) -> Explanation:
+    """`why` on an event loop of its own in another thread: the one here is blocked on purpose.
+    `heartbeat_s`: the interval `why` assumes (a long one: the holder still counts as heard)."""
 
     async def explain() -> Explanation:
         conn = await connect(url, autocommit=True)
         try:
             return await why.explain(
-                conn, ProjectId(project_id), JobId(job_id), heartbeat_interval_s=HEARTBEAT_S
+                conn, ProjectId(project_id), JobId(job_id), heartbeat_interval_s=heartbeat_s
             )
         finally:
             await conn.close()
@@ -66,6 +69,7 @@ async def test_a_blocked_event_loop_is_on_the_workers_row_and_in_why(
             row = _worker_row(db_url)
             if row["loop_stall"] and row["loop_stall"]["ongoing"]:
                 seen["during"] = row
+                seen["heard"] = _explain_elsewhere(db_url, project_id, ctx.job_id, 60)
                 break
             time.sleep(0.1)  # noqa: ASYNC251
         time.sleep(4 * HEARTBEAT_S)  # noqa: ASYNC251 - until the heartbeat is stale
@@ -103,6 +107,9 @@ async def test_a_blocked_event_loop_is_on_the_workers_row_and_in_why(
     assert after["loop_stall"]["started_at"] == stall["started_at"]  # the end keeps the start
     assert after["loop_stall"]["blocked_s"] >= 4 * HEARTBEAT_S, after
 
+    heard = seen["heard"].reasons
+    assert [r.code for r in heard] == ["running"], heard
+    assert "(attempt 1 of 5); its event loop has stood still for " in heard[0].sentence, heard
     held = seen["self"].reasons
     assert [r.code for r in held] == ["holder_silent"], held
     assert "because its event loop has stood still for" in held[0].sentence, held[0].sentence

@@ -334,9 +334,7 @@ def _held(row: dict[str, Any], at: datetime, stale_s: float, reaper_s: float) ->
             if expires > at
             else f"its lease expired at {_at(expires)}; the reaper requeues it by about {_at(acts)}"
         )
-        stall = row["holder_loop_stall"]
-        if not (stall and stall.get("ongoing") and row["holder_status"] != "dead"):
-            stall = None
+        stall = _holder_stall(row)
         if stall is not None:
             # The heartbeat runs on the loop a handler blocks: name the handler, not a crash.
             since += f", because its event loop {_stall_words(stall, at)}"
@@ -353,11 +351,22 @@ def _held(row: dict[str, Any], at: datetime, stale_s: float, reaper_s: float) ->
             f"Cancel requested; {worker} is stopping it.",
             details={"worker_id": row["worker_id"]},
         )
+    stall = _holder_stall(row)
+    # Heard from lately, but its loop stands still now: the heartbeat that follows will be late.
+    blocked = f"; its event loop {_stall_words(stall, at)}" if stall else ""
     return Reason(
         "running",
-        f"Running on {worker} (attempt {row['attempt']} of {row['max_attempts']}).",
-        details={"worker_id": row["worker_id"]},
+        f"Running on {worker} (attempt {row['attempt']} of {row['max_attempts']}){blocked}.",
+        details={"worker_id": row["worker_id"], "loop_stall": stall},
     )
+
+
+def _holder_stall(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The holding worker's event-loop stall, if one is going on (a dead worker's is over)."""
+    stall: dict[str, Any] | None = row["holder_loop_stall"]
+    if stall and stall.get("ongoing") and row["holder_status"] not in ("dead", "stopped"):
+        return stall
+    return None
 
 
 def _finished(row: dict[str, Any], status: JobStatus) -> Reason:
