@@ -137,12 +137,20 @@ async def test_a_worker_s_blocked_loop_and_orphan_threads_are_shown_with_what_to
     await health.scroll_into_view_if_needed()
     await page.screenshot(path=screenshot_path("worker-health.png"), full_page=True)
 
+    # The job it runs: running, but not normally, so the why panel says why it takes so long.
+    await page.goto(f"/p/{seed.project}/jobs/{held.id}")
+    panel = page.locator(".why")
+    await expect(panel.locator("h2")).to_have_text("Why isn't this job finishing?")
+    await expect(panel).to_contain_text("its event loop has stood still for")
+    await expect(panel).to_contain_text("blocked by handler 'resize'")
+    await page.screenshot(path=screenshot_path("job-on-a-blocked-worker.png"), full_page=True)
+
     # Once the loop turns again and the threads return: the last stall, no warning.
     await workers.record_loop_stall(
         conn, WorkerId(seed.worker_id), replace(stall, blocked_s=4.25, ongoing=False)
     )
     await lease.heartbeat(conn, WorkerId(seed.worker_id), [], lease_s=30, capacity=4)
-    await page.reload()
+    await page.goto(f"/p/{seed.project}/workers/{seed.worker_id}")
     await expect(health.locator("h2")).to_contain_text("ok")
     await expect(loop).to_contain_text("last stood still 4.25 s")
     await expect(health.locator("[data-health='orphans']")).to_have_text("none")

@@ -641,8 +641,9 @@ async def job_context(ctx: Ctx, raw_job_id: str) -> dict[str, Any]:
         logs_older=logs.next_key,
         logs_paged=before is not None,
         request_logs_before=before,
-        # The panel is for jobs that are neither running normally nor finished successfully.
-        reasons=[r for r in found.reasons if r.code not in ("running", "finished")],
+        # The panel is for jobs that are neither running normally nor finished successfully
+        # (running on a worker whose event loop a handler blocks is not normal).
+        reasons=[r for r in found.reasons if not _unremarkable(r)],
         # Actions are in the polled fragment, so they follow the job's state (no stale Cancel).
         cancellable=status in operator_sources("cancel") and job["cancel_requested_at"] is None,
         # A job the dependency failure policy cancelled comes back by its parent's retry; the
@@ -651,6 +652,12 @@ async def job_context(ctx: Ctx, raw_job_id: str) -> dict[str, Any]:
         and not actions.cancelled_by_dependency(job["cancel_reason"]),
         runnable=status in operator_sources("run_now"),
     )
+
+
+def _unremarkable(reason: why.Reason) -> bool:
+    if reason.code == "running":
+        return reason.details.get("loop_stall") is None
+    return reason.code == "finished"
 
 
 @router.get("/p/{project_id}/jobs/{job_id}")
