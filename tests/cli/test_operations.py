@@ -232,5 +232,5 @@ async def test_workers_list_and_show_name_a_blocked_loop_and_orphan_threads(
     calm = _ok(await invoke(cli, ["workers", "show", str(well)]))
     assert "event loop: never stood still" in calm and "orphan threads: none" in calm, calm
     missing = _refused(await invoke(cli, ["workers", "show", "987654"]))
-    assert "no worker 987654 in this project" in missing, missing
+    assert "worker 987654 does not exist in this project" in missing, missing
     assert "jobyard workers list --all" in missing, missing

@@ -8,19 +8,12 @@ import typer
 from rich.table import Table
 
 from jobyard.commands import render
-from jobyard.commands.common import (
-    DataDir,
-    ProjectOpt,
-    load_settings,
-    open_database,
-    out,
-    run_with_conn,
-    typer_app,
-)
-from jobyard.commands.scope import project_id
+from jobyard.commands.common import DataDir, ProjectOpt, out, typer_app
+from jobyard.commands.scope import run_in_project
 from jobyard.core import dlq, read_models
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import NotFound
+from jobyard.domain.ids import ProjectId
 
 dlq_app = typer_app("Dead-lettered jobs: list, replay.")
 
@@ -33,15 +26,12 @@ def dlq_list(
     data_dir: DataDir = None,
 ) -> None:
     """The newest dead letters: id (for replay), job, handler, reason, attempts, error."""
-    settings = load_settings(data_dir=data_dir)
-    url = open_database(settings).url
 
-    async def work(conn: Conn) -> list[dict[str, Any]]:
-        pid = await project_id(conn, settings, project)
+    async def work(conn: Conn, pid: ProjectId) -> list[dict[str, Any]]:
         page = await read_models.list_dead_letters(conn, pid, queue=queue, limit=limit)
         return page.items
 
-    rows = run_with_conn(url, work)
+    rows = run_in_project(project, data_dir, work)
     table = Table("id", "job", "queue", "handler", "reason", "attempts", "at", "error", "replayed")
     for row in rows:
         table.add_row(
@@ -69,11 +59,8 @@ def dlq_replay(
     data_dir: DataDir = None,
 ) -> None:
     """Enqueue a dead letter again as a new queued job (the old job's history stays)."""
-    settings = load_settings(data_dir=data_dir)
-    url = open_database(settings).url
 
-    async def work(conn: Conn) -> dict[str, Any]:
-        pid = await project_id(conn, settings, project)
+    async def work(conn: Conn, pid: ProjectId) -> dict[str, Any]:
         try:
             return await dlq.replay(conn, pid, dlq_id)
         except NotFound:
@@ -83,5 +70,5 @@ def dlq_replay(
                 field="dlq_id",
             ) from None
 
-    row = run_with_conn(url, work)
+    row = run_in_project(project, data_dir, work)
     out.print(f"dead letter {dlq_id} replayed as job {row['id']} ({row['status']})")

@@ -14,13 +14,10 @@ from jobyard.commands.common import (
     DataDir,
     ProjectOpt,
     fail,
-    load_settings,
-    open_database,
     out,
-    run_with_conn,
 )
 from jobyard.commands.jobs import JobIdArg, jobs_app, unknown_job
-from jobyard.commands.scope import project_id
+from jobyard.commands.scope import run_in_project
 from jobyard.core import actions, why
 from jobyard.core.read_models import JobFilters
 from jobyard.db.pool import Conn
@@ -39,11 +36,8 @@ def _run(
 ) -> T:
     """Run `body` in the project; with `job_id`, a job that is not the project's gets the same
     error as `jobs show` and `jobs cancel`."""
-    settings = load_settings(data_dir=data_dir)
-    url = open_database(settings).url
 
-    async def work(conn: Conn) -> T:
-        pid = await project_id(conn, settings, project)  # its own NotFound names the project
+    async def guarded(conn: Conn, pid: ProjectId) -> T:
         try:
             return await body(conn, pid)
         except NotFound:
@@ -51,7 +45,7 @@ def _run(
                 raise
             raise unknown_job(job_id) from None
 
-    return run_with_conn(url, work)
+    return run_in_project(project, data_dir, guarded)
 
 
 @jobs_app.command("why")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
+from jobyard.commands.common import load_settings, open_database, run_with_conn
 from jobyard.core import projects, read_models
 from jobyard.db.pool import Conn
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import ProjectId
 from jobyard.domain.settings import Settings
+
+T = TypeVar("T")
 
 
 async def project_id(conn: Conn, settings: Settings, project: str | None) -> ProjectId:
@@ -22,6 +27,19 @@ async def project_id(conn: Conn, settings: Settings, project: str | None) -> Pro
             "or set JOBYARD_PROJECT (a worker or an SDK defer creates it on first use)",
             field="project",
         ) from None
+
+
+def run_in_project(
+    project: str | None, data_dir: Path | None, body: Callable[[Conn, ProjectId], Awaitable[T]]
+) -> T:
+    """Run `body` on one connection in the project of `--project` or JOBYARD_PROJECT."""
+    settings = load_settings(data_dir=data_dir)
+    url = open_database(settings).url
+
+    async def work(conn: Conn) -> T:
+        return await body(conn, await project_id(conn, settings, project))
+
+    return run_with_conn(url, work)
 
 
 async def all_queues(conn: Conn, project: ProjectId) -> list[dict[str, Any]]:

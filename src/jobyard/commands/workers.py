@@ -8,22 +8,13 @@ import typer
 from rich.table import Table
 
 from jobyard.commands import render
-from jobyard.commands.common import (
-    DataDir,
-    ProjectOpt,
-    fail,
-    load_settings,
-    open_database,
-    out,
-    run_with_conn,
-    typer_app,
-)
-from jobyard.commands.scope import project_id
+from jobyard.commands.common import DataDir, ProjectOpt, out, typer_app
+from jobyard.commands.scope import run_in_project
 from jobyard.core import read_models
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import WorkerStatus
 from jobyard.domain.errors import NotFound
-from jobyard.domain.ids import WorkerId
+from jobyard.domain.ids import ProjectId, WorkerId
 
 workers_app = typer_app(
     "Workers of the project: list them, or show one with its health (a blocked event loop, "
@@ -45,17 +36,14 @@ def workers_list(
     data_dir: DataDir = None,
 ) -> None:
     """List live workers (active or draining): heartbeat, jobs in flight, health, queues."""
-    settings = load_settings(data_dir=data_dir)
-    url = open_database(settings).url
 
-    async def work(conn: Conn) -> list[dict[str, Any]]:
-        pid = await project_id(conn, settings, project)
+    async def work(conn: Conn, pid: ProjectId) -> list[dict[str, Any]]:
         page = await read_models.list_workers(
             conn, pid, statuses=None if all_ else LIVE, limit=limit
         )
         return page.items
 
-    rows = run_with_conn(url, work)
+    rows = run_in_project(project, data_dir, work)
     table = Table("id", "name", "host:pid", "status", "heartbeat", "in flight", "health", "queues")
     for w in rows:
         table.add_row(
@@ -78,19 +66,17 @@ def workers_show(
     worker_id: WorkerIdArg, project: ProjectOpt = None, data_dir: DataDir = None
 ) -> None:
     """Show one worker: identity, capacity, health, recent heartbeats."""
-    settings = load_settings(data_dir=data_dir)
-    url = open_database(settings).url
 
-    async def work(conn: Conn) -> dict[str, Any]:
-        pid = await project_id(conn, settings, project)
+    async def work(conn: Conn, pid: ProjectId) -> dict[str, Any]:
         try:
             return await read_models.get_worker(conn, pid, WorkerId(worker_id), heartbeats=5)
         except NotFound:
-            raise fail(
-                f"no worker {worker_id} in this project",
-                "`jobyard workers list --all` lists its workers",
+            raise NotFound(
+                f"worker {worker_id} does not exist in this project; `jobyard workers list "
+                "--all` shows the ids",
+                field="worker_id",
             ) from None
 
-    worker = run_with_conn(url, work)
+    worker = run_in_project(project, data_dir, work)
     for line in render.worker_detail(worker):
         out.print(line, highlight=False, markup=False)
