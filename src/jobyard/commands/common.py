@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperOption
 
+from jobyard.commands.guide_files import see
 from jobyard.db import diagnose
 from jobyard.db.locate import locate
 from jobyard.db.pool import CONNECTION_ERRORS, Conn, connect
@@ -98,10 +99,10 @@ def load_settings(**overrides: object) -> Settings:
         raise fail(
             f"invalid configuration for {field}: {first['msg']}",
             "check the JOBYARD_* environment variables and [tool.jobyard] in pyproject.toml "
-            "(see docs/CONFIGURATION.md)",
+            f"({see('CONFIGURATION')})",
         ) from None
     except ConfigurationError as exc:
-        raise fail(exc.message, "see docs/CONFIGURATION.md") from None
+        raise fail(exc.message, see("CONFIGURATION")) from None
     if "log_format" not in settings.model_fields_set and err.is_terminal:
         # A person at a terminal reads lines, not JSON; set JOBYARD_LOG_FORMAT to choose.
         settings = settings.model_copy(update={"log_format": "console"})

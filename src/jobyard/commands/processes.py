@@ -23,6 +23,7 @@ from jobyard.commands.common import (
     open_database,
     out,
 )
+from jobyard.commands.guide_files import see
 from jobyard.db.pool import connect_sync
 from jobyard.db.seed import login_line, seed_demo
 from jobyard.domain.settings import Settings
@@ -72,7 +73,7 @@ def api_cmd(host: HostOpt = None, port: PortOpt = None, data_dir: DataDir = None
     settings = load_settings(data_dir=data_dir, api_host=host, api_port=port)
     _require_free_port(settings.api_host, settings.api_port, "jobyard api")
     url = open_database(settings, announce=True, wait=True).url
-    with clear_errors("see docs/CONFIGURATION.md"):
+    with clear_errors(see("CONFIGURATION")):
         run_api(
             settings.model_copy(update={"database_url": url}),
             host=settings.api_host,
@@ -99,7 +100,7 @@ def worker_cmd(
     """Run jobs: wait (LISTEN + poll), claim, run handlers, heartbeat; drain on SIGTERM/SIGINT."""
     settings = load_settings(data_dir=data_dir)
     url = open_database(settings, announce=True, wait=True).url
-    with clear_errors("see docs/WORKER.md"):
+    with clear_errors(see("WORKER")):
         code = start_worker(
             settings, url, queues=queues, concurrency=concurrency, app_ref=app_ref, project=project
         )

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from jobyard.commands.common import fail, out, typer_app
+from jobyard.commands.guide_files import see
 from jobyard.core.cron import next_fires, parse_cron
 from jobyard.domain.errors import ValidationFailed
 
@@ -32,7 +33,7 @@ def schedules_preview(
         start = _parse_after(after)
         fires = next_fires(spec, start, n)
     except ValidationFailed as exc:
-        raise fail(exc.message, "see docs/SCHEDULER.md for the cron syntax and DST rules") from None
+        raise fail(exc.message, see("SCHEDULER", "for the cron syntax and DST rules")) from None
     zone = spec.zone
     for fire in fires:
         local = fire.astimezone(zone)
