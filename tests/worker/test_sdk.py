@@ -149,6 +149,9 @@ async def test_bad_defer_input_names_the_field(db_url: str) -> None:
         await app.defer("noop", {"when": stamp})
     with pytest.raises(ValidationFailed, match=fix):
         await app.defer_many("noop", [{"when": stamp}])
+    # An int Python will not write as text: said so, not "NaN and Infinity".
+    with pytest.raises(ValidationFailed, match=r"an integer has more digits than Python will"):
+        await app.defer("noop", {"n": 10**5000})
     # NUL, which no text or jsonb holds: the place named, as the API does.
     with pytest.raises(ValidationFailed, match=r"payload\.note\[1\]: must not contain the NUL"):
         await app.defer("noop", {"note": ["ok", "a\x00b"]})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime
 from typing import Annotated, Any, Final
 
@@ -152,7 +153,13 @@ def check_payload(value: Any) -> Any:
         raise ValueError(
             f"payload must be JSON: {exc} (convert it first, e.g. .isoformat() or str())"
         ) from None
-    except ValueError:
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):
+            # Python writes no int past sys.get_int_max_str_digits() (4300) as text.
+            raise ValueError(
+                "payload must be JSON: an integer has more digits than Python will write as text"
+                f" ({sys.get_int_max_str_digits()}); send so long a number as a string"
+            ) from None
         if _has_infinity(value):
             # Valid JSON text such as 1e400 parses to infinity: say so, not only "NaN".
             raise ValueError(
