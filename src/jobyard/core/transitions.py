@@ -240,6 +240,10 @@ _CUT_MARKER = "\n... [{cut} characters of traceback cut by jobyard] ...\n"
 
 async def set_progress(conn: Conn, job: ClaimedJob, fraction: float, message: str | None) -> None:
     """Record the held run's progress (0..1 and an optional message); LeaseLost otherwise."""
+    text = None if message is None else storable(message)
+    if text is not None and len(text) > limits.MAX_PROGRESS_MESSAGE_LENGTH >= len(message or ""):
+        # Escaping NUL or a lone surrogate lengthened a message that fitted: cut the escapes.
+        text = text[: limits.MAX_PROGRESS_MESSAGE_LENGTH]
     async with translated():
         row = await run.one(
             conn,
@@ -249,7 +253,7 @@ async def set_progress(conn: Conn, job: ClaimedJob, fraction: float, message: st
                 "seq": job.execution_seq,
                 "worker_id": job.worker_id,
                 "fraction": fraction,
-                "message": None if message is None else storable(message),
+                "message": text,
             },
         )
     if row is None:

@@ -127,11 +127,8 @@ class JobContext:
         if message is not None:
             message = str(message)
             if len(message) > limits.MAX_PROGRESS_MESSAGE_LENGTH:
-                raise ValidationFailed(
-                    f"progress message is longer than {limits.MAX_PROGRESS_MESSAGE_LENGTH} "
-                    "characters",
-                    field="message",
-                )
+                # Cut, as a log line is: a long status text must not fail a job doing its work.
+                message = message[: limits.MAX_PROGRESS_MESSAGE_LENGTH - 1] + "…"
         if self._progress is None:
             raise ConfigurationError("progress is recorded only for a job run by a worker")
         job = self.logger._job
