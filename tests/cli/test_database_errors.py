@@ -37,6 +37,8 @@ COMMANDS = [
     ["enqueue", "noop"],
     ["queues", "list"],
     ["workers", "list"],
+    ["schedules", "list"],
+    ["schedules", "run-now", "1"],
     ["workers", "show", "1"],
     ["dlq", "list"],
     ["migrate"],

@@ -11,7 +11,7 @@ from typer.testing import CliRunner, Result
 
 from jobyard.cli import app
 from jobyard.commands import common
-from jobyard.core import enqueue, lease, projects, workers
+from jobyard.core import enqueue, lease, projects, schedules, workers
 from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import LoopStall
@@ -234,3 +234,36 @@ async def test_workers_list_and_show_name_a_blocked_loop_and_orphan_threads(
     missing = _refused(await invoke(cli, ["workers", "show", "987654"]))
     assert "worker 987654 does not exist in this project" in missing, missing
     assert "jobyard workers list --all" in missing, missing
+
+
+async def test_schedules_list_pause_resume_and_run_now(cli: CliRunner, conn: Conn) -> None:
+    pid = await _project(conn)
+    (queue,) = await rows(conn, "SELECT id FROM queues WHERE project_id = %s", pid)
+    nightly = await schedules.create_schedule(
+        conn, pid,
+        schedules.ScheduleFields(name="nightly-report", queue_id=queue["id"], cron="0 3 * * *",
+                                 handler="report", timezone="Asia/Kolkata"),
+    )  # fmt: skip
+    sid = nightly["id"]
+    listed = _ok(await invoke(cli, ["schedules", "list"]))
+    assert "nightly-report" in listed and "0 3 * * *" in listed and "Asia/Kolkata" in listed
+    assert "active" in listed, listed
+
+    assert f"schedule {sid} 'nightly-report' paused" in _ok(
+        await invoke(cli, ["schedules", "pause", str(sid)])
+    )
+    assert "paused" in _ok(await invoke(cli, ["schedules", "list"]))
+    (row,) = await rows(conn, "SELECT enabled, next_run_at FROM scheduled_jobs WHERE id = %s", sid)
+    assert row == {"enabled": False, "next_run_at": None}
+    resumed = _ok(await invoke(cli, ["schedules", "resume", str(sid)]))
+    assert f"schedule {sid} 'nightly-report' resumed; next fire 20" in resumed, resumed
+
+    fired = _ok(await invoke(cli, ["schedules", "run-now", str(sid)]))
+    job_id = int(re.search(r"fired: job (\d+)", fired).group(1))  # type: ignore[union-attr]
+    (job,) = await rows(conn, "SELECT handler, status::text AS s FROM jobs WHERE id = %s", job_id)
+    assert job == {"handler": "report", "s": "queued"}
+
+    for action in ("pause", "resume", "run-now"):
+        missing = _refused(await invoke(cli, ["schedules", action, "987654"]))
+        assert "schedule 987654 does not exist in this project" in missing, missing
+        assert "jobyard schedules list" in missing, missing
