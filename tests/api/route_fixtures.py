@@ -510,6 +510,8 @@ ROUTE_FIXTURES: dict[tuple[str, str], RouteFixture] = {
     # workers
     ("GET", "/projects/{project_id}/workers"): _queues,
     ("GET", "/projects/{project_id}/workers/{worker_id}"): _worker,
+    ("POST", "/projects/{project_id}/workers/{worker_id}/pause"): _worker,
+    ("POST", "/projects/{project_id}/workers/{worker_id}/resume"): _worker,
     # dead letters
     ("GET", "/projects/{project_id}/dead-letters"): _queues,
     ("GET", "/projects/{project_id}/dead-letters/{dlq_id}"): _dead_letter,

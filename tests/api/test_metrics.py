@@ -231,7 +231,8 @@ async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
     # live workers count (the ended stall of the draining one is no block).
     await conn.execute(
         """UPDATE workers SET orphan_threads = 2,
-                  loop_stall = jsonb_build_object('ongoing', status <> 'draining')
+                  loop_stall = jsonb_build_object('ongoing', status <> 'draining'),
+                  paused_at = CASE WHEN status <> 'draining' THEN now() END
            WHERE project_id = %s AND status IN ('active', 'dead', 'draining')""",
         (tenant_a.project_id,),
     )
@@ -262,6 +263,8 @@ async def test_prometheus_scrape_reports_every_tenants_queues_and_workers(
     draining = (*active[:2], ("status", "draining"))
     assert samples[("jobyard_worker_orphan_threads", draining)] == 2
     assert samples[("jobyard_workers_loop_blocked", draining)] == 0
+    assert samples[("jobyard_workers_paused", active)] == 2
+    assert samples[("jobyard_workers_paused", draining)] == 0
     paused = (("org", tenant_a.org_slug), ("project", tenant_a.project_slug), ("queue", "slow"))
     assert samples[("jobyard_queue_paused", paused)] == 0
 

@@ -115,3 +115,44 @@ async def test_the_database_bounds_what_a_worker_reports_about_itself(
                     f"UPDATE workers SET {column} = {value} WHERE id = %s",  # type: ignore[arg-type]
                     (worker,),
                 )
+
+
+async def test_an_admin_pauses_and_resumes_a_live_worker_and_nothing_else(
+    client: httpx.AsyncClient, conn: Conn, tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    await make_queue(client, tenant_a)
+    project = ProjectId(tenant_a.project_id)
+    live = await workers.register(conn, project, name="live", queues=["default"], concurrency=2)
+    gone = await workers.register(conn, project, name="gone", queues=["default"], concurrency=2)
+    await workers.stop(conn, gone)
+    url = f"{base(tenant_a)}/workers/{live}"
+    admin, member = tenant_a.headers(Role.ADMIN), tenant_a.headers(Role.MEMBER)
+
+    error_of(await client.post(f"{url}/pause", headers=member), 403, "forbidden")
+    paused = (await client.post(f"{url}/pause", headers=admin)).json()
+    assert paused["paused_at"] is not None and paused["name"] == "live"
+    again = (await client.post(f"{url}/pause", headers=admin)).json()
+    assert again["paused_at"] == paused["paused_at"]  # the first pause's time is kept
+    beat = await lease.heartbeat(conn, live, [], lease_s=30, capacity=2)
+    assert beat.paused is True
+
+    resumed = (await client.post(f"{url}/resume", headers=admin)).json()
+    assert resumed["paused_at"] is None
+    assert (await lease.heartbeat(conn, live, [], lease_s=30, capacity=2)).paused is False
+
+    stopped = error_of(
+        await client.post(f"{base(tenant_a)}/workers/{gone}/pause", headers=admin), 409, "conflict"
+    )
+    assert "is stopped" in stopped["message"], stopped
+    error_of(
+        await client.post(f"{base(tenant_a)}/workers/987654/pause", headers=admin), 404, "not_found"
+    )
+    # Another tenant's worker is not found from here.
+    other = await workers.register(
+        conn, ProjectId(tenant_b.project_id), name="b", queues=["default"], concurrency=1
+    )
+    error_of(
+        await client.post(f"{base(tenant_a)}/workers/{other}/pause", headers=admin),
+        404,
+        "not_found",
+    )

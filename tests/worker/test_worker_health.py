@@ -6,15 +6,17 @@ whose thread outlived their run (counted by every heartbeat)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
-from jobyard.core import why
+from jobyard.core import why, workers
 from jobyard.core.why import Explanation
 from jobyard.db.pool import Conn, connect
 from jobyard.domain.ids import JobId, ProjectId
@@ -156,3 +158,39 @@ async def test_threads_that_outlive_their_run_are_counted_on_the_workers_row(
             return _worker_row(db_url)["orphan_threads"] == 0
 
         await eventually(returned, timeout=15)
+
+
+async def test_a_paused_worker_claims_nothing_until_resumed(
+    db_url: str, conn: Conn, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="jobyard.worker")
+    app = App(project=PROJECT, database_url=db_url)
+
+    @app.task()
+    async def tick(ctx: JobContext) -> Any:
+        return None
+
+    async with running_worker(
+        db_url, app, heartbeat_interval_s=HEARTBEAT_S, poll_interval_s=0.1
+    ) as worker:
+        project, wid = worker.project_id, worker.worker_id
+        await workers.set_paused(conn, project, wid, True)
+
+        async def told(what: str) -> bool:
+            return any(what in r.getMessage() for r in caplog.records)
+
+        await eventually(lambda: told("paused by an operator"), timeout=10)
+        job = await tick.defer()
+        await asyncio.sleep(10 * HEARTBEAT_S)  # heartbeats, polls and the job's NOTIFY
+        assert await job_status(conn, job.id) == "queued"
+        said = await why.explain(conn, project, JobId(job.id), heartbeat_interval_s=HEARTBEAT_S)
+        paused = [r for r in said.reasons if r.code == "worker_paused"]
+        assert len(paused) == 1 and "but an operator paused it at" in paused[0].sentence, said
+
+        await workers.set_paused(conn, project, wid, False)
+
+        async def done() -> bool:
+            return await job_status(conn, job.id) == "done"
+
+        await eventually(done, timeout=10)
+        assert await told("resumed by an operator")

@@ -110,6 +110,11 @@ class SnapshotCollector(Collector):
             "watch reported a stall that has not ended).",
             labels=worker_labels,
         )
+        held_back = GaugeMetricFamily(
+            "jobyard_workers_paused",
+            "Live workers an operator paused: they claim nothing until resumed.",
+            labels=worker_labels,
+        )
         for w in self.snapshot.workers:
             key = [w["org"], w["project"], w["status"]]
             workers.add_metric(key, float(w["workers"]))
@@ -117,7 +122,8 @@ class SnapshotCollector(Collector):
             in_flight.add_metric(key, float(w["in_flight"]))
             orphans.add_metric(key, float(w["orphan_threads"]))
             blocked.add_metric(key, float(w["loop_blocked"]))
-        yield from (workers, capacity, in_flight, orphans, blocked)
+            held_back.add_metric(key, float(w["paused"]))
+        yield from (workers, capacity, in_flight, orphans, blocked, held_back)
 
         yield from self._counters()
         yield from self._health()

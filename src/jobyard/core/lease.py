@@ -46,6 +46,7 @@ async def heartbeat(
     assert row is not None
     return HeartbeatResult(
         alive=bool(row["alive"]),
+        paused=bool(row["paused"]),
         held=frozenset(JobId(i) for i in row["held"]),
         cancel_requested=frozenset(JobId(i) for i in row["cancel_requested"]),
     )

@@ -271,8 +271,9 @@ def _workers(row: dict[str, Any], at: datetime) -> list[Reason]:
 
 
 async def _worker_health(conn: Conn, row: dict[str, Any], at: datetime) -> list[Reason]:
-    """Workers of the queue that claim less than they seem to: an event loop a handler blocks
-    (no claim, no heartbeat) or threads a handler kept past its run (each holds a slot)."""
+    """Workers of the queue that claim less than they seem to: paused by an operator, an event
+    loop a handler blocks (no claim, no heartbeat), or threads a handler kept past its run (each
+    holds a slot)."""
     sick = await run.all_rows(
         conn,
         "why_worker_health",
@@ -281,6 +282,15 @@ async def _worker_health(conn: Conn, row: dict[str, Any], at: datetime) -> list[
     reasons: list[Reason] = []
     for w in sick:
         worker = f"Worker {w['name']!r} (#{w['id']})"
+        if w["paused_at"] is not None:
+            reasons.append(
+                Reason(
+                    "worker_paused",
+                    f"{worker} listens to queue {row['queue']!r}, but an operator paused it at "
+                    f"{_at(w['paused_at'])}: it claims nothing until resumed.",
+                    details={"worker_id": w["id"], "paused_at": w["paused_at"]},
+                )
+            )
         stall = w["loop_stall"]
         if stall is not None and stall.get("ongoing"):
             reasons.append(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
+from jobyard.domain.errors import Conflict, NotFound
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import LoopStall
 from jobyard.domain.text import storable
@@ -66,6 +67,35 @@ async def record_loop_stall(
             "at": storable(stall.at[:STALL_TEXT_CHARS]),
             "now": sql_now(now),
         },
+    )
+
+
+async def set_paused(
+    conn: Conn,
+    project_id: ProjectId,
+    worker_id: WorkerId,
+    paused: bool,
+    *,
+    now: datetime | None = None,
+) -> dict[str, Any]:
+    """Pause (claim nothing) or resume a live worker of the project; it follows from its next
+    heartbeat. NotFound if the project has no such worker, Conflict if it has stopped."""
+    row = await run.one(
+        conn,
+        "worker_set_paused",
+        {"project_id": project_id, "worker_id": worker_id, "paused": paused, "now": sql_now(now)},
+    )
+    if row is not None:
+        return row
+    gone = await run.one(
+        conn, "read_worker_get", {"project_id": project_id, "worker_id": worker_id}
+    )
+    if gone is None:
+        raise NotFound("worker not found", field="worker_id")
+    raise Conflict(
+        f"worker {worker_id} is {gone['status']}: only an active or draining worker can be "
+        f"{'paused' if paused else 'resumed'}",
+        field="worker_id",
     )
 
 

@@ -64,6 +64,7 @@ class HeartbeatResult:
     alive: bool
     held: frozenset[JobId]
     cancel_requested: frozenset[JobId]
+    paused: bool = False  # an operator paused this worker: claim nothing until resumed
 
 
 @dataclass(frozen=True)

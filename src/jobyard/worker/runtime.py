@@ -181,6 +181,8 @@ class Worker:
         # cancel it ignored). Each holds a slot: the executor has `concurrency` threads, and a
         # job claimed without a free one would wait for it and time out without having run.
         self._orphan_threads = 0
+        # An operator paused this worker (read from each heartbeat): it claims nothing.
+        self._paused = False
         self._abandoned: set[asyncio.Task[Any]] = set()
         # Tasks recording a failure, stop or release (kept referenced until they end).
         self._settling: set[asyncio.Task[None]] = set()
@@ -385,7 +387,7 @@ class Worker:
         return len(self.running) > self._recording
 
     def _free_slots(self) -> int:
-        if self._suspect_run is not None or (self._make_room and self.running):
+        if self._paused or self._suspect_run is not None or (self._make_room and self.running):
             return 0
         # Handler slots free, and at most `concurrency` more runs held awaiting their record.
         working = len(self.running) - self._recording + self._orphan_threads
@@ -975,6 +977,13 @@ class Worker:
                 self._request_stop(r, StopReason.LEASE_LOST)
         for job_id in result.cancel_requested:
             self._stop_job(job_id, StopReason.CANCEL_REQUESTED)
+        if result.alive and result.paused != self._paused:
+            self._paused = result.paused
+            if result.paused:
+                log.warning("paused by an operator: claiming nothing until resumed")
+            else:
+                log.info("resumed by an operator")
+                self._wake.set()
         if not result.alive:
             log.warning("this worker was declared dead; releasing its jobs and re-registering")
             for r in list(self.running.values()):
@@ -990,6 +999,7 @@ class Worker:
                 concurrency=self.config.concurrency,
                 handlers=self.registry.names(),
             )
+            self._paused = False  # a new row: a pause was the old one's
             log.info("worker re-registered", worker_id=self.worker_id)
 
     def _runs_of(self, job_id: JobId) -> list[Running]:

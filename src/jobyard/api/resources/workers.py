@@ -1,6 +1,7 @@
 """Workers: the processes that claim and run jobs — status, last heartbeat, in-flight jobs vs
 capacity, the queues they serve, their health (handler threads that outlived their runs, event
-loop stalls), and (per worker) their recent heartbeats. Read-only."""
+loop stalls), and (per worker) their recent heartbeats. An admin can pause a worker (it claims
+nothing until resumed) and resume it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from jobyard.api.deps import ConnDep, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.resources._shared import IdPath, as_page, keyset_after
 from jobyard.api.routes import Route, Scope
-from jobyard.core import read_models
+from jobyard.core import read_models, workers
+from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role, WorkerStatus
-from jobyard.domain.ids import WorkerId
+from jobyard.domain.ids import ProjectId, WorkerId
 
 
 class LoopStallPublic(BaseModel):
@@ -54,6 +56,10 @@ class WorkerPublic(BaseModel):
         "(JOBYARD_LOOP_BLOCK_WARN_S) since it started."
     )
     loop_stall: LoopStallPublic | None = Field(description="The latest of those stalls.")
+    paused_at: datetime | None = Field(
+        description="When an operator paused it (null: it claims). A paused worker claims "
+        "nothing, from its next heartbeat on, until resumed; its running jobs go on."
+    )
 
 
 class HeartbeatPublic(BaseModel):
@@ -85,6 +91,24 @@ async def get_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> W
     )
 
 
+async def pause_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> WorkerDetail:
+    """Pause a live worker: from its next heartbeat it claims nothing until resumed; the jobs it
+    runs go on. Pausing a paused worker keeps the first `paused_at`."""
+    return await _set_paused(conn, project.project_id, WorkerId(worker_id), True)
+
+
+async def resume_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> WorkerDetail:
+    """Resume a paused worker: it claims again from its next heartbeat."""
+    return await _set_paused(conn, project.project_id, WorkerId(worker_id), False)
+
+
+async def _set_paused(
+    conn: Conn, project_id: ProjectId, worker_id: WorkerId, paused: bool
+) -> WorkerDetail:
+    await workers.set_paused(conn, project_id, worker_id, paused)
+    return WorkerDetail.model_validate(await read_models.get_worker(conn, project_id, worker_id))
+
+
 TAGS = ("workers",)
 BASE = "/projects/{project_id}/workers"
 ROUTES: tuple[Route, ...] = (
@@ -93,4 +117,10 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", BASE + "/{worker_id}", Scope.PROJECT, get_worker, min_role=Role.VIEWER,
           summary="Get a worker with its recent heartbeats", response_model=WorkerDetail,
           tags=TAGS),
+    Route("POST", BASE + "/{worker_id}/pause", Scope.PROJECT, pause_worker, min_role=Role.ADMIN,
+          summary="Pause a worker (it claims nothing until resumed)", response_model=WorkerDetail,
+          tags=TAGS, responses={409: "the worker has stopped or died"}),
+    Route("POST", BASE + "/{worker_id}/resume", Scope.PROJECT, resume_worker,
+          min_role=Role.ADMIN, summary="Resume a paused worker", response_model=WorkerDetail,
+          tags=TAGS, responses={409: "the worker has stopped or died"}),
 )  # fmt: skip

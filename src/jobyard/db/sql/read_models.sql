@@ -160,7 +160,7 @@ LIMIT %(limit)s
 -- explain: {"before_id": null, "statuses": null, "limit": 51}
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stalls, w.loop_stall
+       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at
 FROM workers w
 -- Held jobs are few (bounded by capacity) and the held set (job_held) holds exactly them.
 LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
@@ -175,7 +175,7 @@ LIMIT %(limit)s
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        (SELECT count(*) FROM job_held s WHERE s.worker_id = w.id) AS in_flight,
-       w.orphan_threads, w.loop_stalls, w.loop_stall
+       w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 
@@ -359,7 +359,7 @@ ORDER BY o.slug, p.slug, q.name
 
 -- name: read_prom_workers
 -- Live workers per project and status, with their capacity and held jobs, the handler threads
--- that outlived their runs, and how many report their event loop blocked now.
+-- that outlived their runs, how many report their event loop blocked now, how many are paused.
 -- explain: {}
 WITH held AS (
     SELECT s.worker_id, count(*) AS n FROM job_held s
@@ -370,7 +370,8 @@ SELECT o.slug AS org, p.slug AS project, w.status, count(*) AS workers,
        coalesce(sum(w.concurrency), 0) AS capacity,
        coalesce(sum(h.n), 0)::bigint AS in_flight,
        coalesce(sum(w.orphan_threads), 0)::bigint AS orphan_threads,
-       count(*) FILTER (WHERE w.loop_stall @> '{"ongoing": true}') AS loop_blocked
+       count(*) FILTER (WHERE w.loop_stall @> '{"ongoing": true}') AS loop_blocked,
+       count(*) FILTER (WHERE w.paused_at IS NOT NULL) AS paused
 FROM workers w
 JOIN projects p ON p.id = w.project_id
 JOIN organizations o ON o.id = p.org_id

@@ -31,14 +31,14 @@ LEFT JOIN workers hw ON hw.id = j.worker_id
 WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 
 -- name: why_worker_health
--- Workers of the project that listen to a queue and are not dead or stopped, whose event loop
--- is blocked now or whose handler threads outlived their runs (each holds a slot).
+-- Workers of the project that listen to a queue and are not dead or stopped, that an operator
+-- paused, whose event loop is blocked now or whose handler threads outlived their runs.
 -- explain: {"queue": "$queue_name", "limit": 10}
-SELECT w.id, w.name, w.status, w.concurrency, w.orphan_threads, w.loop_stall
+SELECT w.id, w.name, w.status, w.concurrency, w.orphan_threads, w.loop_stall, w.paused_at
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
   AND %(queue)s = ANY (w.queues)
-  AND (w.orphan_threads > 0 OR w.loop_stall @> '{"ongoing": true}')
+  AND (w.orphan_threads > 0 OR w.loop_stall @> '{"ongoing": true}' OR w.paused_at IS NOT NULL)
 ORDER BY w.id
 LIMIT %(limit)s
 

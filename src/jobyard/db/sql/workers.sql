@@ -15,7 +15,7 @@ WITH alive AS (
         status = CASE WHEN %(draining)s THEN 'draining'::worker_status ELSE status END,
         orphan_threads = %(orphan_threads)s
     WHERE id = %(worker_id)s AND status IN ('active', 'draining')
-    RETURNING id
+    RETURNING id, paused_at IS NOT NULL AS paused
 ), beat AS (
     INSERT INTO worker_heartbeats (worker_id, beat_at, in_flight, capacity)
     SELECT id, coalesce(%(now)s, now()), cardinality(%(ids)s::bigint[]), %(capacity)s FROM alive
@@ -28,6 +28,7 @@ WITH alive AS (
     RETURNING j.id, j.cancel_requested_at IS NOT NULL AS cancel_requested
 )
 SELECT (SELECT count(*) FROM alive) AS alive,
+       coalesce((SELECT bool_or(paused) FROM alive), false) AS paused,
        coalesce((SELECT array_agg(id) FROM extended), '{}') AS held,
        coalesce((SELECT array_agg(id) FROM extended WHERE cancel_requested), '{}') AS cancel_requested
 
@@ -49,6 +50,14 @@ SET loop_stalls = %(stalls)s,
         'job_ids', to_jsonb(%(job_ids)s::bigint[]),
         'at', %(at)s::text)
 WHERE id = %(worker_id)s AND status IN ('active', 'draining')
+
+-- name: worker_set_paused
+-- An operator pauses (or resumes) a live worker of the project; the worker learns it from its
+-- next heartbeat. Pausing again keeps the first time. No row: no such live worker.
+UPDATE workers
+SET paused_at = CASE WHEN %(paused)s THEN coalesce(paused_at, coalesce(%(now)s, now())) END
+WHERE project_id = %(project_id)s AND id = %(worker_id)s AND status IN ('active', 'draining')
+RETURNING id, name, status, paused_at
 
 -- name: worker_stop
 -- A worker leaves cleanly.
