@@ -267,3 +267,22 @@ async def test_schedules_list_pause_resume_and_run_now(cli: CliRunner, conn: Con
         missing = _refused(await invoke(cli, ["schedules", action, "987654"]))
         assert "schedule 987654 does not exist in this project" in missing, missing
         assert "jobyard schedules list" in missing, missing
+
+
+async def test_workers_pause_and_resume(cli: CliRunner, conn: Conn) -> None:
+    pid = await _project(conn)
+    wid = await make_worker(conn, pid)
+    paused = _ok(await invoke(cli, ["workers", "pause", str(wid)]))
+    assert f"worker {wid} " in paused and "paused: it claims nothing" in paused, paused
+    assert "paused" in _ok(await invoke(cli, ["workers", "list"]))
+    shown = _ok(await invoke(cli, ["workers", "show", str(wid)]))
+    assert "PAUSED by an operator at " in shown, shown
+    (row,) = await rows(conn, "SELECT paused_at IS NOT NULL AS p FROM workers WHERE id = %s", wid)
+    assert row["p"] is True
+    assert "resumed" in _ok(await invoke(cli, ["workers", "resume", str(wid)]))
+    assert "PAUSED" not in _ok(await invoke(cli, ["workers", "show", str(wid)]))
+    await workers.stop(conn, WorkerId(wid))
+    stopped = _refused(await invoke(cli, ["workers", "pause", str(wid)]))
+    assert "is stopped: only an active or draining worker can be paused" in stopped, stopped
+    missing = _refused(await invoke(cli, ["workers", "resume", "987654"]))
+    assert "worker 987654 does not exist in this project" in missing, missing

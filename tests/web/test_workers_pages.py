@@ -10,6 +10,7 @@ from playwright.async_api import Page, expect
 from jobyard.core import lease, workers
 from jobyard.core.worker_views import HELD_SHOWN
 from jobyard.db.pool import Conn
+from jobyard.domain.enums import Role
 from jobyard.domain.ids import WorkerId
 from jobyard.domain.models import LoopStall
 from tests.api.engine_helpers import claim_one, make_worker
@@ -157,3 +158,31 @@ async def test_a_worker_s_blocked_loop_and_orphan_threads_are_shown_with_what_to
     await expect(health.locator("ul.warnings")).to_have_count(0)
     await page.goto(f"/p/{seed.project}/workers")
     await expect(listed).to_have_text("ok")
+
+
+async def test_an_admin_pauses_and_resumes_a_worker_a_member_cannot(
+    page: Page, seed: Seed, conn: Conn
+) -> None:
+    await ui_sign_in(page, seed.a, Role.MEMBER)
+    await page.goto(f"/p/{seed.project}/workers/{seed.worker_id}")
+    await expect(page.locator("#worker-facts")).to_be_visible()
+    await expect(page.locator("#worker-toggle")).to_have_count(0)
+
+    await ui_sign_in(page, seed.a, Role.ADMIN)
+    await page.goto(f"/p/{seed.project}/workers/{seed.worker_id}")
+    await expect(page.locator("#worker-toggle")).to_have_text("Pause")
+    await page.click("#worker-toggle")
+    await expect(page.locator(".notice")).to_contain_text("Worker paused")
+    await expect(page.locator("#worker-status")).to_contain_text("paused")
+    await expect(page.locator("[data-fact='paused']")).to_contain_text("claims nothing")
+    paused = "SELECT paused_at IS NOT NULL FROM workers WHERE id = %s"
+    assert await scalar(conn, paused, seed.worker_id) is True
+    await page.screenshot(path=screenshot_path("worker-paused.png"), full_page=True)
+    await page.goto(f"/p/{seed.project}/workers")
+    await expect(page.locator(f"#workers [data-health='{seed.worker_id}']")).to_have_text("paused")
+
+    await page.goto(f"/p/{seed.project}/workers/{seed.worker_id}")
+    await page.click("#worker-toggle")
+    await expect(page.locator(".notice")).to_contain_text("Worker resumed")
+    await expect(page.locator("#worker-toggle")).to_have_text("Pause")
+    assert await scalar(conn, paused, seed.worker_id) is False

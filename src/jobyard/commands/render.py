@@ -69,6 +69,8 @@ def worker_health_summary(worker: dict[str, Any]) -> str:
     """One cell: what is wrong with a worker now, or "ok"."""
     stall = worker.get("loop_stall")
     said = []
+    if worker.get("paused_at") and worker["status"] in ("active", "draining"):
+        said.append("paused")
     if stall and stall["ongoing"]:
         said.append(f"loop blocked by {stall['handler'] or 'non-handler code'}")
     if worker.get("orphan_threads"):
@@ -100,6 +102,9 @@ def worker_detail(worker: dict[str, Any]) -> Iterator[str]:
         f"last heartbeat {when(worker['last_heartbeat_at'])}  "
         f"stopped {when(worker.get('stopped_at'))}"
     )
+    if worker.get("paused_at") and worker["status"] in ("active", "draining"):
+        paused = when(worker["paused_at"])
+        yield f"  PAUSED by an operator at {paused}: claims nothing until resumed"
     stall = worker.get("loop_stall")
     loop = (
         loop_stall_words(stall, worker["loop_stalls"])

@@ -1,7 +1,9 @@
-"""`jobyard workers list|show ID`: the project's workers, and one with its health."""
+"""`jobyard workers list|show ID|pause ID|resume ID`: the project's workers, one with its
+health, and an operator's pause (the worker claims nothing until resumed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -10,15 +12,15 @@ from rich.table import Table
 from jobyard.commands import render
 from jobyard.commands.common import DataDir, ProjectOpt, out, typer_app
 from jobyard.commands.scope import run_in_project
-from jobyard.core import read_models
+from jobyard.core import read_models, workers
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import WorkerStatus
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import ProjectId, WorkerId
 
 workers_app = typer_app(
-    "Workers of the project: list them, or show one with its health (a blocked event loop, "
-    "handler threads that outlived their runs) and its recent heartbeats."
+    "Workers of the project: list them, show one with its health (a blocked event loop, "
+    "handler threads that outlived their runs), pause or resume one."
 )
 LIVE = [WorkerStatus.ACTIVE, WorkerStatus.DRAINING]
 WorkerIdArg = Annotated[
@@ -71,12 +73,48 @@ def workers_show(
         try:
             return await read_models.get_worker(conn, pid, WorkerId(worker_id), heartbeats=5)
         except NotFound:
-            raise NotFound(
-                f"worker {worker_id} does not exist in this project; `jobyard workers list "
-                "--all` shows the ids",
-                field="worker_id",
-            ) from None
+            raise _unknown(worker_id) from None
 
     worker = run_in_project(project, data_dir, work)
     for line in render.worker_detail(worker):
         out.print(line, highlight=False, markup=False)
+
+
+@workers_app.command("pause")
+def workers_pause(
+    worker_id: WorkerIdArg, project: ProjectOpt = None, data_dir: DataDir = None
+) -> None:
+    """Pause a worker: from its next heartbeat it claims nothing until resumed; the jobs it runs
+    go on (take a machine out of rotation without a shell on it)."""
+    row = _set_paused(worker_id, True, project, data_dir)
+    out.print(f"worker {worker_id} {row['name']!r} paused: it claims nothing from its next "
+              "heartbeat on", highlight=False)  # fmt: skip
+
+
+@workers_app.command("resume")
+def workers_resume(
+    worker_id: WorkerIdArg, project: ProjectOpt = None, data_dir: DataDir = None
+) -> None:
+    """Resume a paused worker: it claims again from its next heartbeat."""
+    row = _set_paused(worker_id, False, project, data_dir)
+    out.print(f"worker {worker_id} {row['name']!r} resumed", highlight=False)
+
+
+def _set_paused(
+    worker_id: int, paused: bool, project: str | None, data_dir: Path | None
+) -> dict[str, Any]:
+    async def work(conn: Conn, pid: ProjectId) -> dict[str, Any]:
+        try:
+            return await workers.set_paused(conn, pid, WorkerId(worker_id), paused)
+        except NotFound:
+            raise _unknown(worker_id) from None
+
+    return run_in_project(project, data_dir, work)
+
+
+def _unknown(worker_id: int) -> NotFound:
+    return NotFound(
+        f"worker {worker_id} does not exist in this project; `jobyard workers list --all` shows "
+        "the ids",
+        field="worker_id",
+    )

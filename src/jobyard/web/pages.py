@@ -85,6 +85,9 @@ NOTICES: Final = {
     "cancel_requested": "Cancel requested: the worker holding the job has been asked to stop it.",
     "paused": "Queue paused: workers stop claiming from it.",
     "resumed": "Queue resumed.",
+    "worker_paused": "Worker paused: it claims nothing from its next heartbeat on; its running "
+    "jobs go on.",
+    "worker_resumed": "Worker resumed: it claims again from its next heartbeat.",
     "saved": "Payload saved.",
     "deleted": "Dead letter deleted.",
     "replayed": "Replayed as a new queued job.",

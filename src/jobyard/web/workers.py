@@ -8,9 +8,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from jobyard.core import worker_views
+from jobyard.core import worker_views, workers
+from jobyard.domain.enums import Role
 from jobyard.domain.ids import WorkerId
+from jobyard.logs import get_logger
 from jobyard.web import pages, svg
+
+log = get_logger("jobyard.web")
 
 router = APIRouter(include_in_schema=False)
 
@@ -31,6 +35,27 @@ async def topology(request: Request, project_id: str) -> Response:
         return pages.render("topology.html", **await topology_context(ctx))
 
     return await pages._handle(request, build, project_id=project_id)
+
+
+async def _set_paused(request: Request, project_id: str, worker_id: str, paused: bool) -> Response:
+    async def build(ctx: pages.Ctx) -> Response:
+        wid = WorkerId(pages._id(worker_id, "worker"))
+        await workers.set_paused(ctx.conn, ctx.project_id, wid, paused)
+        log.info("worker paused" if paused else "worker resumed", worker_id=wid)
+        done = "worker_paused" if paused else "worker_resumed"
+        return pages._see_other(f"/p/{ctx.project_id}/workers/{wid}?done={done}")
+
+    return await pages._handle(request, build, project_id=project_id, min_role=Role.ADMIN)
+
+
+@router.post("/p/{project_id}/workers/{worker_id}/pause")
+async def worker_pause(request: Request, project_id: str, worker_id: str) -> Response:
+    return await _set_paused(request, project_id, worker_id, True)
+
+
+@router.post("/p/{project_id}/workers/{worker_id}/resume")
+async def worker_resume(request: Request, project_id: str, worker_id: str) -> Response:
+    return await _set_paused(request, project_id, worker_id, False)
 
 
 @router.get("/p/{project_id}/workers/{worker_id}")
