@@ -91,7 +91,7 @@ async def set_paused(
         conn, "read_worker_get", {"project_id": project_id, "worker_id": worker_id}
     )
     if gone is None:
-        raise NotFound("worker not found", field="worker_id")
+        raise NotFound("worker not found")
     raise Conflict(
         f"worker {worker_id} is {gone['status']}: only an active or draining worker can be "
         f"{'paused' if paused else 'resumed'}",
