@@ -46,12 +46,12 @@ def workers_list(
         return page.items
 
     rows = run_in_project(project, data_dir, work)
-    table = Table("id", "name", "host:pid", "status", "heartbeat", "in flight", "health", "queues")
+    # No host:pid column: a worker's default name is host:pid (`workers show` has both).
+    table = Table("id", "name", "status", "heartbeat", "in flight", "health", "queues")
     for w in rows:
         table.add_row(
             str(w["id"]),
             w["name"],
-            f"{w['hostname'] or '-'}:{w['pid'] or '-'}",
             w["status"],
             render.when(w["last_heartbeat_at"]),
             f"{w['in_flight']}/{w['capacity']}",
