@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from jobyard.core.worker_views import health_words
+
 INDENT = "    "
 
 
@@ -67,15 +69,7 @@ def job_detail(
 
 def worker_health_summary(worker: dict[str, Any]) -> str:
     """One cell: what is wrong with a worker now, or "ok"."""
-    stall = worker.get("loop_stall")
-    said = []
-    if worker.get("paused_at") and worker["status"] in ("active", "draining"):
-        said.append("paused")
-    if stall and stall["ongoing"]:
-        said.append(f"loop blocked by {stall['handler'] or 'non-handler code'}")
-    if worker.get("orphan_threads"):
-        said.append(f"{worker['orphan_threads']} orphan thread(s)")
-    return "; ".join(said) or "ok"
+    return "; ".join(health_words(worker)) or "ok"
 
 
 def loop_stall_words(stall: dict[str, Any], stalls: int) -> str:

@@ -19,6 +19,22 @@ HELD_SHOWN: Final = 100
 TOPOLOGY_WORKERS: Final = 40
 
 
+def health_words(worker: dict[str, Any]) -> list[str]:
+    """What is wrong with a live worker now, in a few words each (empty: nothing): paused by
+    an operator, its event loop blocked, handler threads that outlived their runs."""
+    if worker["status"] not in ("active", "draining"):
+        return []
+    said = []
+    if worker.get("paused_at"):
+        said.append("paused")
+    stall = worker.get("loop_stall")
+    if stall and stall["ongoing"]:
+        said.append(f"loop blocked by {stall['handler'] or 'non-handler code'}")
+    if worker.get("orphan_threads"):
+        said.append(f"{worker['orphan_threads']} orphan thread(s)")
+    return said
+
+
 async def worker_detail(
     conn: Conn, project_id: ProjectId, worker_id: WorkerId, *, now: datetime | None = None
 ) -> dict[str, Any]:

@@ -197,6 +197,8 @@ def latency(chart: dict[str, Any], key: str, title: str) -> Markup:
 
 
 NODE_W: Final = 300
+# Characters of a worker's health that fit its node's third line (11 px text in NODE_W).
+HEALTH_CHARS: Final = 46
 NODE_H: Final = 64
 GAP: Final = 18
 Q_X: Final = 20
@@ -211,6 +213,10 @@ def _span(seconds: float) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60}m"
     return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _node(
@@ -283,7 +289,9 @@ def topology(
                 [
                     f"{w['name']} · {w['status']}",
                     f"in flight {w['in_flight']} / {w['capacity']} · {host}",
-                    f"up {uptime}" + (" (frozen at stop)" if dead else ""),
+                    # What is wrong with it now, if anything, in the uptime's place.
+                    _clip(" · ".join(w.get("health", ())), HEALTH_CHARS)
+                    or f"up {uptime}" + (" (frozen at stop)" if dead else ""),
                 ],
                 dead=dead,
                 attrs=f'data-worker="{w["id"]}" data-status="{escape(w["status"])}"',

@@ -22,6 +22,8 @@ router = APIRouter(include_in_schema=False)
 async def topology_context(ctx: pages.Ctx) -> dict[str, Any]:
     queues = await worker_views.topology_queues(ctx.conn, ctx.project_id)
     workers = await worker_views.topology_workers(ctx.conn, ctx.project_id)
+    for w in workers:
+        w["health"] = worker_views.health_words(w)  # drawn after the status on its node
     return ctx.base(
         queues=queues,
         workers=workers,
