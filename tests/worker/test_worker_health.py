@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,9 +20,11 @@ from psycopg.rows import dict_row
 from jobyard.core import why, workers
 from jobyard.core.why import Explanation
 from jobyard.db.pool import Conn, connect
-from jobyard.domain.ids import JobId, ProjectId
+from jobyard.domain.ids import JobId, ProjectId, WorkerId
+from jobyard.domain.models import LoopStall
 from jobyard.worker.app import App
 from jobyard.worker.context import JobContext
+from jobyard.worker.health import StallRecorder
 from tests.worker.helpers import PROJECT, eventually, job_status, rows, running_worker
 
 HEARTBEAT_S = 0.2
@@ -195,3 +198,20 @@ async def test_a_paused_worker_claims_nothing_until_resumed(
 
         await eventually(done, timeout=10)
         assert await told("resumed by an operator")
+
+
+def test_a_stall_the_database_cannot_take_is_logged_not_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The watch thread must go on watching when the report cannot be written."""
+    caplog.set_level(logging.WARNING, logger="jobyard.worker")
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    recorder = StallRecorder(f"postgresql://postgres@127.0.0.1:{port}/x", lambda: WorkerId(1))
+    recorder(LoopStall(number=1, blocked_s=2.0, ongoing=True, handler="h", job_ids=(), at="f:1"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any("event loop stall not recorded: database unavailable" in m for m in said), said
+    StallRecorder("postgresql://unused", lambda: WorkerId(0))(  # not registered yet: nothing
+        LoopStall(number=1, blocked_s=2.0, ongoing=True, handler=None, job_ids=(), at="f:1")
+    )
