@@ -16,7 +16,7 @@ from jobyard.db.pool import Conn
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import LoopStall
 from jobyard.domain.schemas import JobCreate
-from tests.api.engine_helpers import dead_letter, make_worker
+from tests.api.engine_helpers import claim_one, dead_letter, make_worker
 from tests.worker.helpers import PROJECT, rows
 
 
@@ -286,3 +286,21 @@ async def test_workers_pause_and_resume(cli: CliRunner, conn: Conn) -> None:
     assert "is stopped: only an active or draining worker can be paused" in stopped, stopped
     missing = _refused(await invoke(cli, ["workers", "resume", "987654"]))
     assert "worker 987654 does not exist in this project" in missing, missing
+
+
+async def test_jobs_why_judges_a_silent_worker_by_the_configured_heartbeat(
+    cli: CliRunner, conn: Conn
+) -> None:
+    pid = await _project(conn)
+    await enqueue.enqueue(conn, pid, JobCreate(handler="h"))
+    wid = await make_worker(conn, pid)
+    held = await claim_one(conn, pid, wid, "default")
+    await conn.execute(
+        "UPDATE workers SET last_heartbeat_at = now() - interval '3 s' WHERE id = %s", (wid,)
+    )
+    usual = _ok(await invoke(cli, ["jobs", "why", str(held.id)]))
+    assert "- running: Running on worker" in usual, usual  # 3 s is nothing at 5 s beats
+    fast = await asyncio.to_thread(
+        cli.invoke, app, ["jobs", "why", str(held.id)], env={"JOBYARD_HEARTBEAT_INTERVAL_S": "0.5"}
+    )
+    assert "- holder_silent: Held by worker" in _ok(fast), fast.output

@@ -14,6 +14,7 @@ from jobyard.commands.common import (
     DataDir,
     ProjectOpt,
     fail,
+    load_settings,
     out,
 )
 from jobyard.commands.jobs import JobIdArg, jobs_app, unknown_job
@@ -24,6 +25,7 @@ from jobyard.db.pool import Conn
 from jobyard.domain.enums import JobStatus
 from jobyard.domain.errors import NotFound
 from jobyard.domain.ids import JobId, ProjectId
+from jobyard.domain.settings import Settings
 
 T = TypeVar("T")
 
@@ -33,6 +35,7 @@ def _run(
     data_dir: Any,
     body: Callable[[Conn, ProjectId], Awaitable[T]],
     job_id: int | None = None,
+    settings: Settings | None = None,
 ) -> T:
     """Run `body` in the project; with `job_id`, a job that is not the project's gets the same
     error as `jobs show` and `jobs cancel`."""
@@ -45,17 +48,25 @@ def _run(
                 raise
             raise unknown_job(job_id) from None
 
-    return run_in_project(project, data_dir, guarded)
+    return run_in_project(project, data_dir, guarded, settings)
 
 
 @jobs_app.command("why")
 def why_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = None) -> None:
     """Why isn't this job running? One line per reason: code, sentence, and when it ends."""
+    # The workers' heartbeat and the reaper's interval decide when a holder counts as silent.
+    settings = load_settings(data_dir=data_dir)
 
     async def body(conn: Conn, pid: ProjectId) -> why.Explanation:
-        return await why.explain(conn, pid, JobId(job_id))
+        return await why.explain(
+            conn,
+            pid,
+            JobId(job_id),
+            heartbeat_interval_s=settings.heartbeat_interval_s,
+            reaper_interval_s=settings.reaper_interval_s,
+        )
 
-    found = _run(project, data_dir, body, job_id)
+    found = _run(project, data_dir, body, job_id, settings)
     out.print(f"job {found.job_id} is {found.status.value}")
     for r in found.reasons:
         ends = f" (until {r.ends_at:%Y-%m-%d %H:%M:%S} UTC)" if r.ends_at else ""

@@ -30,10 +30,14 @@ async def project_id(conn: Conn, settings: Settings, project: str | None) -> Pro
 
 
 def run_in_project(
-    project: str | None, data_dir: Path | None, body: Callable[[Conn, ProjectId], Awaitable[T]]
+    project: str | None,
+    data_dir: Path | None,
+    body: Callable[[Conn, ProjectId], Awaitable[T]],
+    settings: Settings | None = None,
 ) -> T:
-    """Run `body` on one connection in the project of `--project` or JOBYARD_PROJECT."""
-    settings = load_settings(data_dir=data_dir)
+    """Run `body` on one connection in the project of `--project` or JOBYARD_PROJECT
+    (`settings`: when the caller has loaded them already)."""
+    settings = settings or load_settings(data_dir=data_dir)
     url = open_database(settings).url
 
     async def work(conn: Conn) -> T:
