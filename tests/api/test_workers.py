@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -108,6 +109,8 @@ async def test_the_database_bounds_what_a_worker_reports_about_itself(
         ("loop_stalls", "-1"),
         ("loop_stall", "'[1]'::jsonb"),
         ("loop_stall", "jsonb_build_object('at', repeat('x', 5000))"),
+        ("paused_by", "''"),
+        ("paused_by", "repeat('x', 201)"),
     ):
         with pytest.raises(psycopg.errors.CheckViolation):
             async with conn.transaction():
@@ -131,13 +134,19 @@ async def test_an_admin_pauses_and_resumes_a_live_worker_and_nothing_else(
     error_of(await client.post(f"{url}/pause", headers=member), 403, "forbidden")
     paused = (await client.post(f"{url}/pause", headers=admin)).json()
     assert paused["paused_at"] is not None and paused["name"] == "live"
-    again = (await client.post(f"{url}/pause", headers=admin)).json()
-    assert again["paused_at"] == paused["paused_at"]  # the first pause's time is kept
+    assert paused["paused_by"] == tenant_a.users[Role.ADMIN].email, paused
+    by_key = tenant_a.key_headers(Role.ADMIN)
+    again = (await client.post(f"{url}/pause", headers=by_key)).json()
+    # The first pause's time and pauser are kept.
+    assert (again["paused_at"], again["paused_by"]) == (paused["paused_at"], paused["paused_by"])
     beat = await lease.heartbeat(conn, live, [], lease_s=30, capacity=2)
     assert beat.paused is True
 
     resumed = (await client.post(f"{url}/resume", headers=admin)).json()
-    assert resumed["paused_at"] is None
+    assert resumed["paused_at"] is None and resumed["paused_by"] is None
+    keyed = await client.post(f"{url}/pause", headers=by_key)
+    assert re.fullmatch(r"api key #\d+", keyed.json()["paused_by"]), keyed.text
+    await client.post(f"{url}/resume", headers=admin)
     assert (await lease.heartbeat(conn, live, [], lease_s=30, capacity=2)).paused is False
 
     stopped = error_of(

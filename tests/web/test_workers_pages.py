@@ -179,6 +179,9 @@ async def test_an_admin_pauses_and_resumes_a_worker_a_member_cannot(
     await expect(page.locator(".notice")).to_contain_text("Worker paused")
     await expect(page.locator("#worker-status")).to_contain_text("paused")
     await expect(page.locator("[data-fact='paused']")).to_contain_text("claims nothing")
+    await expect(page.locator("[data-fact='paused']")).to_contain_text(
+        f"by {seed.a.users[Role.ADMIN].email}"
+    )
     paused = "SELECT paused_at IS NOT NULL FROM workers WHERE id = %s"
     assert await scalar(conn, paused, seed.worker_id) is True
     await page.screenshot(path=screenshot_path("worker-paused.png"), full_page=True)

@@ -178,7 +178,7 @@ async def test_a_paused_worker_claims_nothing_until_resumed(
         db_url, app, heartbeat_interval_s=HEARTBEAT_S, poll_interval_s=0.1
     ) as worker:
         project, wid = worker.project_id, worker.worker_id
-        await workers.set_paused(conn, project, wid, True)
+        await workers.set_paused(conn, project, wid, True, by="ops@example.test")
 
         async def told(what: str) -> bool:
             return any(what in r.getMessage() for r in caplog.records)
@@ -189,9 +189,9 @@ async def test_a_paused_worker_claims_nothing_until_resumed(
         assert await job_status(conn, job.id) == "queued"
         said = await why.explain(conn, project, JobId(job.id), heartbeat_interval_s=HEARTBEAT_S)
         paused = [r for r in said.reasons if r.code == "worker_paused"]
-        assert len(paused) == 1 and "but an operator paused it at" in paused[0].sentence, said
+        assert len(paused) == 1 and "but ops@example.test paused it at" in paused[0].sentence
 
-        await workers.set_paused(conn, project, wid, False)
+        await workers.set_paused(conn, project, wid, False, by="ops@example.test")
 
         async def done() -> bool:
             return await job_status(conn, job.id) == "done"

@@ -98,7 +98,8 @@ def worker_detail(worker: dict[str, Any]) -> Iterator[str]:
     )
     if worker.get("paused_at") and worker["status"] in ("active", "draining"):
         paused = when(worker["paused_at"])
-        yield f"  PAUSED by an operator at {paused}: claims nothing until resumed"
+        by = worker.get("paused_by") or "an operator"
+        yield f"  PAUSED by {by} at {paused}: claims nothing until resumed"
     stall = worker.get("loop_stall")
     loop = (
         loop_stall_words(stall, worker["loop_stalls"])

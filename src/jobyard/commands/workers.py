@@ -3,6 +3,8 @@ health, and an operator's pause (the worker claims nothing until resumed)."""
 
 from __future__ import annotations
 
+import getpass
+import socket
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -105,11 +107,20 @@ def _set_paused(
 ) -> dict[str, Any]:
     async def work(conn: Conn, pid: ProjectId) -> dict[str, Any]:
         try:
-            return await workers.set_paused(conn, pid, WorkerId(worker_id), paused)
+            return await workers.set_paused(conn, pid, WorkerId(worker_id), paused, by=_me())
         except NotFound:
             raise _unknown(worker_id) from None
 
     return run_in_project(project, data_dir, work)
+
+
+def _me() -> str:
+    """Who pauses from a terminal: the login and host, as a shell prompt would say."""
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        login = "unknown"
+    return f"{login}@{socket.gethostname()} (cli)"
 
 
 def _unknown(worker_id: int) -> NotFound:

@@ -283,12 +283,17 @@ async def _worker_health(conn: Conn, row: dict[str, Any], at: datetime) -> list[
     for w in sick:
         worker = f"Worker {w['name']!r} (#{w['id']})"
         if w["paused_at"] is not None:
+            by = w["paused_by"] or "an operator"
             reasons.append(
                 Reason(
                     "worker_paused",
-                    f"{worker} listens to queue {row['queue']!r}, but an operator paused it at "
+                    f"{worker} listens to queue {row['queue']!r}, but {by} paused it at "
                     f"{_at(w['paused_at'])}: it claims nothing until resumed.",
-                    details={"worker_id": w["id"], "paused_at": w["paused_at"]},
+                    details={
+                        "worker_id": w["id"],
+                        "paused_at": w["paused_at"],
+                        "paused_by": w["paused_by"],
+                    },
                 )
             )
         stall = w["loop_stall"]

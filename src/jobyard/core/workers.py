@@ -10,6 +10,7 @@ from typing import Any, Final
 from jobyard.core.clock import sql_now
 from jobyard.db import run
 from jobyard.db.pool import Conn
+from jobyard.domain import limits
 from jobyard.domain.errors import Conflict, NotFound
 from jobyard.domain.ids import ProjectId, WorkerId
 from jobyard.domain.models import LoopStall
@@ -76,14 +77,22 @@ async def set_paused(
     worker_id: WorkerId,
     paused: bool,
     *,
+    by: str,
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """Pause (claim nothing) or resume a live worker of the project; it follows from its next
-    heartbeat. NotFound if the project has no such worker, Conflict if it has stopped."""
+    heartbeat. `by` names the operator (kept with the pause). NotFound if the project has no
+    such worker, Conflict if it has stopped."""
     row = await run.one(
         conn,
         "worker_set_paused",
-        {"project_id": project_id, "worker_id": worker_id, "paused": paused, "now": sql_now(now)},
+        {
+            "project_id": project_id,
+            "worker_id": worker_id,
+            "paused": paused,
+            "by": storable(by)[: limits.MAX_NAME_LENGTH] or "unknown",
+            "now": sql_now(now),
+        },
     )
     if row is not None:
         return row

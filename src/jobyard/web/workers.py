@@ -42,7 +42,8 @@ async def topology(request: Request, project_id: str) -> Response:
 async def _set_paused(request: Request, project_id: str, worker_id: str, paused: bool) -> Response:
     async def build(ctx: pages.Ctx) -> Response:
         wid = WorkerId(pages._id(worker_id, "worker"))
-        await workers.set_paused(ctx.conn, ctx.project_id, wid, paused)
+        by = ctx.session.user.email
+        await workers.set_paused(ctx.conn, ctx.project_id, wid, paused, by=by)
         log.info("worker paused" if paused else "worker resumed", worker_id=wid)
         done = "worker_paused" if paused else "worker_resumed"
         return pages._see_other(f"/p/{ctx.project_id}/workers/{wid}?done={done}")

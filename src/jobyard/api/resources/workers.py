@@ -11,14 +11,14 @@ from typing import Annotated
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from jobyard.api.deps import ConnDep, ProjectDep
+from jobyard.api.deps import ConnDep, ProjectAccess, ProjectDep
 from jobyard.api.pagination import Page, PageDep
 from jobyard.api.resources._shared import IdPath, as_page, keyset_after
 from jobyard.api.routes import Route, Scope
 from jobyard.core import read_models, workers
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import Role, WorkerStatus
-from jobyard.domain.ids import ProjectId, WorkerId
+from jobyard.domain.ids import WorkerId
 
 
 class LoopStallPublic(BaseModel):
@@ -60,6 +60,9 @@ class WorkerPublic(BaseModel):
         description="When an operator paused it (null: it claims). A paused worker claims "
         "nothing, from its next heartbeat on, until resumed; its running jobs go on."
     )
+    paused_by: str | None = Field(
+        description="Who paused it: an account's email, `api key #ID`, or `user@host (cli)`."
+    )
 
 
 class HeartbeatPublic(BaseModel):
@@ -94,19 +97,23 @@ async def get_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> W
 async def pause_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> WorkerDetail:
     """Pause a live worker: from its next heartbeat it claims nothing until resumed; the jobs it
     runs go on. Pausing a paused worker keeps the first `paused_at`."""
-    return await _set_paused(conn, project.project_id, WorkerId(worker_id), True)
+    return await _set_paused(conn, project, WorkerId(worker_id), True)
 
 
 async def resume_worker(worker_id: IdPath, project: ProjectDep, conn: ConnDep) -> WorkerDetail:
     """Resume a paused worker: it claims again from its next heartbeat."""
-    return await _set_paused(conn, project.project_id, WorkerId(worker_id), False)
+    return await _set_paused(conn, project, WorkerId(worker_id), False)
 
 
 async def _set_paused(
-    conn: Conn, project_id: ProjectId, worker_id: WorkerId, paused: bool
+    conn: Conn, project: ProjectAccess, worker_id: WorkerId, paused: bool
 ) -> WorkerDetail:
-    await workers.set_paused(conn, project_id, worker_id, paused)
-    return WorkerDetail.model_validate(await read_models.get_worker(conn, project_id, worker_id))
+    who = project.principal
+    by = who.user.email if who.user else f"api key #{who.api_key.id if who.api_key else '?'}"
+    await workers.set_paused(conn, project.project_id, worker_id, paused, by=by)
+    return WorkerDetail.model_validate(
+        await read_models.get_worker(conn, project.project_id, worker_id)
+    )
 
 
 TAGS = ("workers",)

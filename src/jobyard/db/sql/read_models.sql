@@ -160,7 +160,8 @@ LIMIT %(limit)s
 -- explain: {"before_id": null, "statuses": null, "limit": 51}
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
-       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at
+       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at,
+       w.paused_by
 FROM workers w
 -- Held jobs are few (bounded by capacity) and the held set (job_held) holds exactly them.
 LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
@@ -175,7 +176,8 @@ LIMIT %(limit)s
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        (SELECT count(*) FROM job_held s WHERE s.worker_id = w.id) AS in_flight,
-       w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at
+       w.orphan_threads, w.loop_stalls, w.loop_stall, w.paused_at,
+       w.paused_by
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.id = %(worker_id)s
 

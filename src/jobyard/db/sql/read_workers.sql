@@ -7,7 +7,7 @@
 SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.status,
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        to_jsonb(w) -> 'handlers' AS handlers, w.orphan_threads, w.loop_stalls, w.loop_stall,
-       w.paused_at,
+       w.paused_at, w.paused_by,
        extract(epoch FROM coalesce(w.stopped_at, coalesce(%(now)s, now())) - w.started_at)::float8
            AS uptime_s
 FROM workers w
@@ -47,7 +47,8 @@ SELECT w.id, w.name, w.hostname, w.pid, w.queues, w.concurrency AS capacity, w.s
        w.started_at, w.last_heartbeat_at, w.stopped_at,
        extract(epoch FROM coalesce(w.stopped_at, coalesce(%(now)s, now())) - w.started_at)::float8
            AS uptime_s,
-       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stall, w.paused_at
+       coalesce(h.n, 0) AS in_flight, w.orphan_threads, w.loop_stall, w.paused_at,
+       w.paused_by
 FROM workers w
 LEFT JOIN LATERAL (SELECT count(*) AS n FROM job_held s WHERE s.worker_id = w.id) h ON true
 WHERE w.project_id = %(project_id)s

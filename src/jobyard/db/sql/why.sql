@@ -34,7 +34,8 @@ WHERE j.project_id = %(project_id)s AND j.id = %(job_id)s
 -- Workers of the project that listen to a queue and are not dead or stopped, that an operator
 -- paused, whose event loop is blocked now or whose handler threads outlived their runs.
 -- explain: {"queue": "$queue_name", "limit": 10}
-SELECT w.id, w.name, w.status, w.concurrency, w.orphan_threads, w.loop_stall, w.paused_at
+SELECT w.id, w.name, w.status, w.concurrency, w.orphan_threads, w.loop_stall, w.paused_at,
+       w.paused_by
 FROM workers w
 WHERE w.project_id = %(project_id)s AND w.status IN ('active', 'draining')
   AND %(queue)s = ANY (w.queues)

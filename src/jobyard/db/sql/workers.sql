@@ -53,11 +53,12 @@ WHERE id = %(worker_id)s AND status IN ('active', 'draining')
 
 -- name: worker_set_paused
 -- An operator pauses (or resumes) a live worker of the project; the worker learns it from its
--- next heartbeat. Pausing again keeps the first time. No row: no such live worker.
+-- next heartbeat. Pausing again keeps the first time and pauser. No row: no such live worker.
 UPDATE workers
-SET paused_at = CASE WHEN %(paused)s THEN coalesce(paused_at, coalesce(%(now)s, now())) END
+SET paused_at = CASE WHEN %(paused)s THEN coalesce(paused_at, coalesce(%(now)s, now())) END,
+    paused_by = CASE WHEN %(paused)s THEN coalesce(paused_by, %(by)s) END
 WHERE project_id = %(project_id)s AND id = %(worker_id)s AND status IN ('active', 'draining')
-RETURNING id, name, status, paused_at
+RETURNING id, name, status, paused_at, paused_by
 
 -- name: worker_stop
 -- A worker leaves cleanly.
