@@ -304,3 +304,33 @@ async def test_jobs_why_judges_a_silent_worker_by_the_configured_heartbeat(
         cli.invoke, app, ["jobs", "why", str(held.id)], env={"JOBYARD_HEARTBEAT_INTERVAL_S": "0.5"}
     )
     assert "- holder_silent: Held by worker" in _ok(fast), fast.output
+
+
+async def test_text_that_looks_like_markup_is_printed_as_it_is(cli: CliRunner, conn: Conn) -> None:
+    """Names, payloads and errors come from users: a "[/]" in one once ended the command with
+    rich's MarkupError instead of being printed."""
+    pid = await _project(conn)
+    (queue,) = await rows(conn, "SELECT id FROM queues WHERE project_id = %s", pid)
+    wid = await make_worker(conn, pid)
+    await conn.execute("UPDATE workers SET name = 'box[/]1' WHERE id = %s", (wid,))
+    await dead_letter(conn, pid, wid, handler="pay[/]", error="KeyError: '[/]'")
+    job = await enqueue.enqueue(
+        conn, pid, JobCreate(handler="send[/]mail", payload={"note": "[/] [bold]x[/bold]"})
+    )
+    await schedules.create_schedule(
+        conn, pid,
+        schedules.ScheduleFields(name="nightly[/]", queue_id=queue["id"], cron="0 3 * * *",
+                                 handler="report[red]"),
+    )  # fmt: skip
+    job_id = str(job.job["id"])
+    for args, shown in (
+        (["jobs"], "send[/]mail"),
+        (["jobs", "show", job_id], '"[/] [bold]x[/bold]"'),
+        (["jobs", "why", job_id], "job"),
+        (["dlq", "list"], "KeyError: '[/]'"),
+        (["workers", "list"], "box[/]1"),
+        (["workers", "show", str(wid)], "box[/]1"),
+        (["schedules", "list"], "report[red]"),
+    ):
+        output = _ok(await invoke(cli, args))
+        assert shown in output, (args, output)

@@ -31,7 +31,10 @@ from jobyard.logs import configure_logging
 
 T = TypeVar("T")
 
-out = Console(soft_wrap=True)
+# What the database holds (handler and worker names, payloads, errors) is printed as it is:
+# markup off, so a "[/]" in a name is text, not a tag that ends the program (rich's
+# MarkupError). A line that styles asks for markup=True and escapes what it interpolates.
+out = Console(soft_wrap=True, markup=False)
 err = Console(stderr=True, soft_wrap=True)
 
 # `jobyard up` / `demo` set this for their children: the parent already said which database.

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from jobyard.commands.common import (
@@ -188,7 +189,7 @@ def db_explain(
 
         def progress(message: str) -> None:
             status.update(message + "…")
-            out.print(f"[dim]·[/] {message}")
+            out.print(f"[dim]·[/] {escape(message)}", markup=True)
 
         try:
             report = explain.run_explain(url, rows=rows, runs=runs, progress=progress)

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from jobyard.commands.common import (
     DataDir,
@@ -70,7 +71,7 @@ def why_cmd(job_id: JobIdArg, project: ProjectOpt = None, data_dir: DataDir = No
     out.print(f"job {found.job_id} is {found.status.value}")
     for r in found.reasons:
         ends = f" (until {r.ends_at:%Y-%m-%d %H:%M:%S} UTC)" if r.ends_at else ""
-        out.print(f"- [bold]{r.code}[/]: {r.sentence}{ends}", highlight=False)
+        out.print(f"- [bold]{r.code}[/]: {escape(r.sentence)}{ends}", markup=True, highlight=False)
 
 
 def _one(action: actions.Action, done: str) -> Callable[..., None]:
