@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from jobyard.cli import app
 from jobyard.commands import common
+from jobyard.commands.guide_files import see
 from jobyard.core import projects
 from jobyard.db.pool import Conn
 from jobyard.db.resolve import forget_checks
@@ -176,7 +177,7 @@ def test_preview_before_year_one_is_one_line(after: str, tz: str) -> None:
     args = ["schedules", "preview", "0 9 * * 1-5", "--after", after, "--tz", tz, "-n", "3"]
     lines = refused(CliRunner().invoke(app, args))
     assert lines[0].startswith("error: after: ") and "is too early" in lines[0], lines
-    assert lines[1:] == ["hint: see docs/SCHEDULER.md for the cron syntax and DST rules"]
+    assert lines[1:] == [f"hint: {see('SCHEDULER', 'for the cron syntax and DST rules')}"]
 
 
 # ------------------------------------------------------------------ 5. an unknown project
