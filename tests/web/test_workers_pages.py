@@ -121,6 +121,12 @@ async def test_a_worker_s_blocked_loop_and_orphan_threads_are_shown_with_what_to
     listed = page.locator(f"#workers [data-health='{seed.worker_id}']")
     await expect(listed).to_contain_text("loop blocked by resize")
     await page.screenshot(path=screenshot_path("workers-health.png"), full_page=True)
+    # The overview, the page an operator lands on, says it too.
+    await page.goto(f"/p/{seed.project}")
+    landing = page.locator(f"[data-health='{seed.worker_id}']")
+    await expect(landing).to_contain_text("loop blocked by resize")
+    # (No scrolling to it: the overview's live part is replaced every 2 s.)
+    await page.screenshot(path=screenshot_path("overview-worker-health.png"), full_page=True)
     await page.goto(f"/p/{seed.project}/topology")
     node = page.locator(f"#topology svg [data-worker='{seed.worker_id}']")
     await expect(node).to_contain_text("loop blocked by resize · 2 orphan thread(s)")
