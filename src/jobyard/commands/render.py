@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from jobyard.core.worker_views import health_words
+from jobyard.core.worker_views import health_words, stall_place
 
 INDENT = "    "
 
@@ -73,9 +73,7 @@ def worker_health_summary(worker: dict[str, Any]) -> str:
 
 
 def loop_stall_words(stall: dict[str, Any], stalls: int) -> str:
-    by = f"handler {stall['handler']!r}" if stall["handler"] else "code outside any handler"
-    jobs = ", ".join(f"#{i}" for i in stall["job_ids"])
-    where = f"by {by}{f' (job {jobs})' if jobs else ''} at {stall['at']}"
+    where = stall_place(stall)
     count = f"{stalls} stall{'' if stalls == 1 else 's'} since it started"
     if stall["ongoing"]:
         return f"BLOCKED since {when(stall['started_at'])} {where} ({count})"

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from jobyard.core.actions import cancelled_by_dependency
 from jobyard.core.clock import sql_now
+from jobyard.core.worker_views import stall_place
 from jobyard.db import run
 from jobyard.db.pool import Conn
 from jobyard.domain.enums import JobStatus
@@ -328,11 +329,9 @@ def _stall_words(stall: dict[str, Any], at: datetime) -> str:
     """'has stood still for 40 s (since …), blocked by handler 'resize' (job #4) at f.py:3 in
     resize'."""
     since = datetime.fromisoformat(stall["started_at"])
-    by = f"handler {stall['handler']!r}" if stall.get("handler") else "code outside any handler"
-    jobs = ", ".join(f"#{i}" for i in stall.get("job_ids") or [])
     return (
         f"has stood still for {_span((at - since).total_seconds())} (since {_at(since)}), "
-        f"blocked by {by}{f' (job {jobs})' if jobs else ''} at {stall['at']}"
+        f"blocked {stall_place(stall)}"
     )
 
 

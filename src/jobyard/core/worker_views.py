@@ -19,6 +19,13 @@ HELD_SHOWN: Final = 100
 TOPOLOGY_WORKERS: Final = 40
 
 
+def stall_place(stall: dict[str, Any]) -> str:
+    """Where an event-loop stall stood: "by handler 'resize' (job #4) at tasks.py:9 in resize"."""
+    by = f"handler {stall['handler']!r}" if stall.get("handler") else "code outside any handler"
+    jobs = ", ".join(f"#{i}" for i in stall.get("job_ids") or [])
+    return f"by {by}{f' (job {jobs})' if jobs else ''} at {stall['at']}"
+
+
 def health_words(worker: dict[str, Any]) -> list[str]:
     """What is wrong with a live worker now, in a few words each (empty: nothing): paused by
     an operator, its event loop blocked, handler threads that outlived their runs."""
